@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# System set-up kmemsim needs: Debian's bcc (python3-bpfcc), bpftrace, kernel headers linked where
+# bcc looks for them, and tracefs. Idempotent; run by `make setup` (root). Not root: says so and
+# carries on (the emulator needs none of this; the recorder will refuse to start).
+set -u
+if [ "$(id -u)" != 0 ]; then
+  echo "kmemsim setup: not root, skipping apt packages and kernel headers (the recorder needs them)" >&2
+  exit 0
+fi
+need=()
+for p in python3-bpfcc bpfcc-tools bpftrace linux-headers-amd64; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# bcc compiles at load time against /lib/modules/$(uname -r)/build; this kernel ships no headers,
+# Debian's (older) ones serve tracepoint-only programs, which read no kernel struct layouts.
+mod=/lib/modules/$(uname -r)
+if [ ! -e "$mod/build/include" ]; then
+  hdr=$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n 1)
+  common=$(ls -d /usr/src/linux-headers-*-common 2>/dev/null | sort -V | tail -n 1)
+  if [ -n "$hdr" ]; then
+    mkdir -p "$mod"
+    ln -sfn "$hdr" "$mod/build"
+    [ -n "$common" ] && ln -sfn "$common" "$mod/source"
+  fi
+fi
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+exit 0

@@ -1,0 +1,42 @@
+# kmemsim: every target sets up what it needs. `make demo` and `make test` work on a fresh machine.
+SHELL := /bin/bash
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+PIP   := $(PY) -m pip --disable-pip-version-check -q
+SITE   = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+
+.PHONY: setup system demo test test-fast asan bench bench-record clean
+
+## setup: system packages (apt), the venv, the package with its C core, llama-cpp-python, bcc
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml setup.py c_ext/*.c c_ext/*.h c_ext/build.py | system
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -U pip setuptools wheel cffi
+	$(PIP) install -e '.[test,llama]'
+	ln -sfn /usr/lib/python3/dist-packages/bcc $(SITE)/bcc   # Debian's bcc; PyPI's "bcc" is unrelated
+	touch $@
+
+## system: apt packages and the kernel-header links bcc needs (root; idempotent)
+system:
+	@bash .ci/setup-system.sh
+
+demo: setup
+	$(VENV)/bin/kmemsim demo
+
+test: setup
+	$(VENV)/bin/pytest -q -rs tests
+
+## asan: the C core rebuilt with -fsanitize=address,undefined, then the core's tests against it
+asan: setup
+	rm -rf build/asan && mkdir -p build/asan
+	KMEMSIM_SANITIZE=1 $(PY) c_ext/build.py build/asan
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	KMEMSIM_CORE_PATH=build/asan $(VENV)/bin/pytest -q -x -m 'not live and not llama' -p no:cacheprovider tests
+
+bench: setup
+	$(PY) -m kmemsim.bench
+
+clean:
+	rm -rf build $(VENV) *.egg-info kmemsim/_core*.so
