@@ -238,3 +238,106 @@ def load(path: str) -> Trace:
     except InputError as e:
         raise InputError(f"{path}: {e}")
     return tr
+
+
+class TraceBuilder:
+    """Collects events in vectorised chunks and names files, mappings and phases as it goes.
+
+    Generators call `file`, `mmap`, `phase` for the few structural events and `ranges` with whole
+    numpy arrays for the many accesses; `build` sorts stably by time and returns a Trace.
+    """
+
+    def __init__(self, source=""):
+        self.meta = empty_meta()
+        self.meta["source"] = source
+        self._chunks = []
+        self._next_map = 0
+        self._phase_ids = {}
+
+    def file(self, path, pages):
+        fid = len(self.meta["files"])
+        self.meta["files"].append({"id": fid, "path": str(path), "pages": int(pages)})
+        return fid
+
+    def process(self, t, pid, name, oom_score_adj=0):
+        self.meta["processes"].append({"pid": int(pid), "name": name})
+        self.event(t, pid, Op.PROC_START, arg=oom_score_adj)
+
+    def mmap(self, t, pid, name, npages, file=-1, pgoff=0, flags=0, cls=PageClass.HEAP):
+        mid = self._next_map
+        self._next_map += 1
+        self.meta["maps"].append({"id": mid, "name": name})
+        self.event(t, pid, Op.MMAP, mid, pgoff, npages, file, int(flags) | (int(cls) << CLASS_SHIFT))
+        return mid
+
+    def phase(self, t, pid, name):
+        if name not in self._phase_ids:
+            self._phase_ids[name] = len(self.meta["phases"])
+            self.meta["phases"].append(name)
+        self.event(t, pid, Op.PHASE, arg=self._phase_ids[name])
+
+    def event(self, t, pid, op, map=-1, page=0, npages=0, arg=0, flags=0):
+        self._chunks.append({k: np.array([v], dt) for (k, dt), v in
+                             zip(COLUMNS.items(), (t, pid, op, map, page, npages, arg, flags))})
+
+    def ranges(self, t, pid, op, map, page, npages, arg=0, flags=0):
+        """Many events of one op at once; every argument may be a scalar or an array."""
+        t = np.asarray(t, np.int64)
+        n = max(np.size(x) for x in (t, pid, map, page, npages, arg, flags))
+        vals = (t, pid, op, map, page, npages, arg, flags)
+        self._chunks.append({k: np.broadcast_to(np.asarray(v, dt), (n,)).copy()
+                             for (k, dt), v in zip(COLUMNS.items(), vals)})
+
+    def build(self) -> Trace:
+        cols = concat(self._chunks) if self._chunks else {k: np.zeros(0, dt) for k, dt in COLUMNS.items()}
+        order = np.argsort(cols["t"], kind="stable")
+        tr = Trace({k: v[order] for k, v in cols.items()}, self.meta)
+        validate(tr)
+        return tr
+
+
+def merge(traces: list[Trace], source="merged") -> Trace:
+    """Put several traces on one timeline: file, mapping and phase ids are renumbered (files with the
+    same path become one file, so processes share its page cache); events sort stably by time."""
+    meta = empty_meta()
+    meta["source"] = source
+    parts = []
+    paths, phases, next_map = {}, {}, 0
+    for tr in traces:
+        c = {k: v.copy() for k, v in tr.cols.items()}
+        fmap = {}
+        for f in tr.meta.get("files", []):
+            if f["path"] not in paths:
+                paths[f["path"]] = len(meta["files"])
+                meta["files"].append({"id": paths[f["path"]], "path": f["path"], "pages": f["pages"]})
+            fmap[int(f["id"])] = paths[f["path"]]
+        pmap = {}
+        for i, name in enumerate(tr.meta.get("phases", [])):
+            phases.setdefault(name, len(meta["phases"]))
+            if phases[name] == len(meta["phases"]):
+                meta["phases"].append(name)
+            pmap[i] = phases[name]
+        op = c["op"]
+        has_map = c["map"] >= 0
+        c["map"][has_map] += next_map
+        for m in tr.meta.get("maps", []):
+            meta["maps"].append({"id": int(m["id"]) + next_map, "name": m["name"]})
+        next_map = int(c["map"].max(initial=-1)) + 1 if len(c["map"]) else next_map
+        next_map = max(next_map, max((m["id"] for m in meta["maps"]), default=-1) + 1)
+        remap = np.vectorize(lambda x: fmap.get(int(x), x), otypes=[np.int64])
+        fm = (op == Op.MMAP) & (c["arg"] >= 0)
+        if fm.any():
+            c["arg"][fm] = remap(c["arg"][fm])
+        fa = op == Op.FADVISE
+        if fa.any():
+            c["flags"][fa] = remap(c["flags"][fa].astype(np.int64)).astype(np.uint32)
+        ph = op == Op.PHASE
+        if ph.any():
+            c["arg"][ph] = np.vectorize(lambda x: pmap[int(x)], otypes=[np.int64])(c["arg"][ph])
+        meta["processes"] += tr.meta.get("processes", [])
+        parts.append(c)
+    cols = concat(parts)
+    order = np.argsort(cols["t"], kind="stable")
+    out = Trace({k: v[order] for k, v in cols.items()}, meta)
+    validate(out)
+    return out
