@@ -35,6 +35,7 @@ class Op(IntEnum):
     MLOCK = 8
     MUNLOCK = 9
     PHASE = 10       # arg = phase id (index into meta["phases"]); marks the start of that phase
+    FREAD = 11       # read(2)/pread of a file: map = -1, flags = file id, page/npages = file pages
 
 
 class MapFlag(IntFlag):
@@ -156,8 +157,8 @@ def validate(tr: Trace) -> None:
     first(mm & (c["arg"] != -1) & ~np.isin(c["arg"], known_files),
           "MMAP names a file not in the trace metadata (arg is a file id, or -1 for anonymous)")
     first(mm & (c["npages"] == 0), "MMAP of zero pages")
-    first((op == Op.FADVISE) & ~np.isin(c["flags"].astype(np.int64), known_files),
-          "FADVISE names a file not in the trace metadata")
+    first(np.isin(op, [Op.FADVISE, Op.FREAD]) & ~np.isin(c["flags"].astype(np.int64), known_files),
+          "FADVISE/FREAD names a file not in the trace metadata (flags is the file id)")
     first((op == Op.PHASE) & ((c["arg"] < 0) | (c["arg"] >= max(1, len(tr.meta.get("phases", []))))),
           "PHASE names a phase not in the trace metadata")
 

@@ -1,0 +1,80 @@
+/* The page cache (mm/filemap.c): folios of a file, added by readahead and faults, removed by
+ * reclaim with a shadow entry left behind for workingset refault detection. */
+#include "mm.h"
+
+/* filemap_add_folio(): allocate a folio of 1 << order pages at index, charge it, insert it, run
+ * workingset_refault() on any shadow it replaces, and put it on the LRU. The caller has checked
+ * that [index, index + nr) is not cached. Returns 0, or -1 when the allocation failed (OOM). */
+int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, int readahead_mark)
+{
+    int nr = 1 << order;
+    int32_t task = e->cur_task;
+    if (alloc_pages_may_reclaim(e, nr) < 0) return -1;
+    if (task >= 0 && !e->tasks[task].alive) return -1;
+    struct object *o = &e->objs[obj];
+    for (int i = 0; i < nr; i++)                  /* reclaim cannot add pages, but be exact */
+        if (o->folio[index + i] >= 0) { mem_cgroup_uncharge(e, nr); return 0; }
+    folio_id id = folio_alloc(e, order);
+    struct folio *f = &e->folios[id];
+    f->obj = obj;
+    f->index = index;
+    f->flags = readahead_mark ? PG_readahead : 0;
+    if (o->weights) f->flags |= PG_weights;
+    uint64_t shadow = 0;
+    for (int i = 0; i < nr; i++) {
+        o->folio[index + i] = id;
+        if (o->shadow[index + i]) shadow = o->shadow[index + i];   /* __filemap_add_folio: last one */
+        o->shadow[index + i] = 0;
+    }
+    o->nr_resident += nr;
+    o->pages_added += nr;
+    count(e, VM_file_pages_added, nr);
+    count(e, VM_pgpgin, nr);                      /* read from storage (folio is !uptodate) */
+    if (shadow) workingset_refault(e, id, shadow);
+    folio_add_lru(e, id);
+    return 0;
+}
+
+/* __filemap_remove_folio() + the shadow from workingset_eviction() (0: no shadow, e.g. truncate). */
+void filemap_remove_folio(struct km_emu *e, folio_id id, uint64_t shadow)
+{
+    struct folio *f = &e->folios[id];
+    struct object *o = &e->objs[f->obj];
+    int nr = folio_nr_pages(f);
+    for (int i = 0; i < nr; i++) {
+        o->folio[f->index + i] = -1;
+        o->shadow[f->index + i] = shadow;
+    }
+    o->nr_resident -= nr;
+    o->pages_deleted += nr;
+    count(e, VM_file_pages_deleted, nr);
+}
+
+/* filemap_read(): read(2) of pages [index, index + n): sync readahead on a miss, async readahead at
+ * a marked folio, and folio_mark_accessed() once per folio (as pos_same_folio() allows). */
+int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n)
+{
+    struct object *o = &e->objs[obj];
+    folio_id last = -1;
+    count(e, VM_accesses, n);
+    for (int64_t p = index; p < index + n; p++) {
+        folio_id f = e->objs[obj].folio[p];
+        if (f < 0) {
+            count(e, VM_misses, 1);
+            page_cache_sync_ra(e, obj, p, index + n - p);
+            f = e->objs[obj].folio[p];
+            if (f < 0) {
+                if (filemap_add_folio(e, obj, p, 0, 0) < 0) return p - index;
+                f = e->objs[obj].folio[p];
+            }
+        } else if (e->folios[f].flags & PG_readahead) {
+            page_cache_async_ra(e, obj, f, p, index + n - p);
+            f = e->objs[obj].folio[p];
+        }
+        if (f >= 0 && f != last) folio_mark_accessed(e, f);
+        last = f;
+    }
+    o = &e->objs[obj];
+    o->ra.prev_pos = index + n - 1;
+    return n;
+}

@@ -1,0 +1,50 @@
+/* kmemsim's C interface: what cffi sees (c_ext/build.py reads this file as its cdef). */
+#ifndef KMEMSIM_H
+#define KMEMSIM_H
+#include <stdint.h>
+
+struct km_config {
+    int64_t mem_pages;            /* device RAM in pages; 0 = no device pressure */
+    int64_t memcg_limit_pages;    /* memory cgroup limit; 0 = none */
+    int32_t swappiness;           /* 0..200 (vm.swappiness / memory.swappiness) */
+    int64_t zram_pages;           /* zram disksize in pages; 0 = no swap */
+    int32_t zram_algo;            /* index into zram.c's table: 0 lzo-rle, 1 lzo, 2 lz4, 3 zstd */
+    int64_t min_free_kbytes;      /* 0 = computed as init_per_zone_wmark_min() does */
+    int32_t watermark_scale_factor;
+    int64_t ra_pages;             /* bdi read_ahead_kb / 4 */
+    int64_t io_pages;             /* bdi io_pages (max_sectors_kb / 4) */
+    int32_t fault_around_pages;   /* fault_around_bytes / 4096; 1 disables */
+    int32_t prefault_young;       /* 1: fault-around maps young PTEs (x86); 0: old (arm64 with HW AF) */
+    int32_t max_folio_order;      /* mapping_max_folio_order(); 0 = order-0 page cache only */
+    int32_t lmk;                  /* 1: lmkd kills by oom_score_adj at the min watermark; 0: OOM killer */
+    int64_t sample_ns;            /* timeline sampling interval in trace time; 0 = phases only */
+    char policy[32];
+    int64_t policy_param;         /* policy-specific strength (e.g. DW rotations) */
+};
+
+struct km_emu;
+
+struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64_t *file_pages,
+                      int32_t nr_phases, int32_t nr_tasks);
+void km_free(struct km_emu *e);
+/* Replays n events (columns as in kmemsim/trace.py; map ids and pids remapped densely by the
+ * caller). Returns 0, or -1 with km_error() set. */
+int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task, const uint8_t *op,
+              const int32_t *map, const int64_t *page, const int64_t *npages, const int64_t *arg,
+              const uint32_t *flags);
+const char *km_error(struct km_emu *e);
+int32_t km_nr_counters(void);
+int32_t km_nr_gauges(void);
+const char *km_counter_name(int32_t i);
+const char *km_gauge_name(int32_t i);
+void km_counters(struct km_emu *e, uint64_t *out);           /* totals */
+void km_gauges(struct km_emu *e, int64_t *out);               /* current values */
+void km_task_counters(struct km_emu *e, uint64_t *out);       /* [nr_tasks][nr_counters] */
+void km_phase_counters(struct km_emu *e, uint64_t *out);      /* [nr_phases][nr_counters] */
+int64_t km_timeline_rows(struct km_emu *e);
+/* rows of [t, phase, counters..., gauges...] */
+void km_timeline(struct km_emu *e, int64_t *out);
+void km_file_stats(struct km_emu *e, int64_t *out);           /* [nr_files][3]: added, deleted, resident */
+int32_t km_check_invariants(struct km_emu *e);                /* 0 or a code; km_error() says which */
+int32_t km_policy_known(const char *name);
+#endif

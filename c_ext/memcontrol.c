@@ -1,0 +1,31 @@
+/* The memory cgroup (mm/memcontrol.c): charge at allocation, reclaim at the limit. The zram pool is
+ * not charged to the cgroup; page cache is. */
+#include "mm.h"
+
+int64_t mem_cgroup_get_nr_swap_pages(const struct km_emu *e)
+{
+    return e->zram_disk_pages ? e->zram_disk_pages - e->zram_used_slots : 0;
+}
+
+void mem_cgroup_uncharge(struct km_emu *e, int64_t nr)
+{
+    if (e->memcg_limit) e->memcg_usage -= nr;
+}
+
+/* try_charge_memcg(): over the limit, try_to_free_mem_cgroup_pages() up to MAX_RECLAIM_RETRIES
+ * times, then the memcg OOM killer. Returns -1 if the charging task died. */
+int mem_cgroup_charge(struct km_emu *e, int64_t nr)
+{
+    int retries = MAX_RECLAIM_RETRIES;
+    while (e->memcg_usage + nr > e->memcg_limit) {
+        int64_t batch = nr > MEMCG_CHARGE_BATCH ? nr : MEMCG_CHARGE_BATCH;
+        int64_t got = try_to_free_pages(e, batch, RECLAIM_MEMCG);   /* try_to_free_mem_cgroup_pages */
+        if (e->memcg_usage + nr <= e->memcg_limit) break;
+        if (got > 0 || retries-- > 0) continue;
+        if (out_of_memory(e, 1) <= 0) return -1;          /* mem_cgroup_out_of_memory(): none to kill */
+        if (e->cur_task >= 0 && !e->tasks[e->cur_task].alive) return -1;
+        retries = MAX_RECLAIM_RETRIES;
+    }
+    e->memcg_usage += nr;
+    return 0;
+}

@@ -1,0 +1,253 @@
+/* Faults and the page table (mm/memory.c, mm/filemap.c: filemap_fault, filemap_map_pages).
+ * The trace says which pages a task touches; this file decides what the kernel does about it.
+ * Pages already mapped are hits: the hardware sets the young bit and the kernel never hears of it. */
+#include <string.h>
+#include "mm.h"
+
+enum { PTE_WRITE = PTE_DIRTY };   /* writable and written: a write hits without a fault */
+
+static void set_pte(struct km_emu *e, struct vma *v, int64_t p, uint8_t bits, folio_id f)
+{
+    if (!(v->pte[p] & PTE_PRESENT) && f >= 0) {
+        e->folios[f].mapcount++;
+        e->tasks[v->task].rss++;
+    }
+    v->pte[p] = bits | PTE_PRESENT;
+}
+
+/* Allocate a folio with the charge and reclaim that entails; -1 when the task died (OOM). */
+static folio_id alloc_charged(struct km_emu *e, int order)
+{
+    int32_t task = e->cur_task;
+    if (alloc_pages_may_reclaim(e, 1 << order) < 0) return -1;
+    if (task >= 0 && !e->tasks[task].alive) return -1;
+    return folio_alloc(e, order);
+}
+
+/* do_fault_around() -> filemap_map_pages(): map the cached, uptodate pages around the fault that
+ * are not marked for readahead, without I/O. Returns 1 if the faulting page got mapped. */
+static int do_fault_around(struct km_emu *e, int32_t vi, int64_t p)
+{
+    struct vma *v = &e->vmas[vi];
+    struct object *o = &e->objs[v->obj];
+    int64_t nr = e->cfg.fault_around_pages;
+    int64_t from = p & ~(nr - 1), to = from + nr;        /* vmas start PMD-aligned (thp_get_unmapped_area) */
+    if (to > v->npages) to = v->npages;
+    int mapped_fault = 0;
+    int64_t mapped = 0;
+    uint8_t young = e->cfg.prefault_young ? PTE_YOUNG : 0;
+    for (int64_t q = from; q < to; q++) {
+        if (v->pte[q] & PTE_PRESENT) continue;
+        if (v->anon >= 0 && e->objs[v->anon].swap && e->objs[v->anon].swap[q] >= 0) continue;
+        folio_id f = o->folio[v->pgoff + q];
+        if (f < 0 || (e->folios[f].flags & PG_readahead)) continue;
+        set_pte(e, v, q, q == p ? PTE_YOUNG : young, f);
+        if (q == p) mapped_fault = 1;
+        else count(e, VM_fault_around_pages, 1);
+        /* don't count recently evicted folios as hits: lets mmap_miss stop read-around */
+        if (!(e->folios[f].flags & PG_workingset)) mapped++;
+    }
+    struct file_ra_state *ra = &o->ra;
+    ra->mmap_miss = mapped >= ra->mmap_miss ? 0 : ra->mmap_miss - (int32_t)mapped;
+    return mapped_fault;
+}
+
+/* filemap_fault(): find the folio, reading it (with read-around) if it is not cached. */
+static folio_id filemap_fault(struct km_emu *e, int32_t vi, int64_t p)
+{
+    struct vma *v = &e->vmas[vi];
+    int32_t obj = v->obj;
+    int64_t idx = v->pgoff + p;
+    folio_id f = e->objs[obj].folio[idx];
+    if (f >= 0) {
+        do_async_mmap_readahead(e, vi, f, idx);
+        return e->objs[obj].folio[idx];
+    }
+    count(e, VM_pgmajfault, 1);
+    count(e, VM_misses, 1);
+    do_sync_mmap_readahead(e, vi, idx);
+    f = e->objs[obj].folio[idx];
+    if (f < 0) {                                        /* no readahead: read just this page */
+        if (filemap_add_folio(e, obj, idx, 0, 0) < 0) return -1;
+        f = e->objs[obj].folio[idx];
+    }
+    return f;
+}
+
+/* do_swap_page() for zram (SWP_SYNCHRONOUS_IO): read straight into a new folio, skipping the swap
+ * cache, and free the slot. */
+static int do_swap_page(struct km_emu *e, int32_t vi, int32_t anon, int64_t p, int64_t idx, int write)
+{
+    struct object *o = &e->objs[anon];
+    count(e, VM_pgmajfault, 1);
+    count(e, VM_misses, 1);
+    folio_id f = alloc_charged(e, 0);
+    if (f < 0) return -1;
+    o = &e->objs[anon];
+    int32_t slot = o->swap[idx];
+    if (slot < 0) { folio_free(e, f); return 0; }          /* freed meanwhile (task exit) */
+    struct folio *fo = &e->folios[f];
+    fo->obj = anon; fo->index = idx; fo->flags = PG_swapbacked; fo->cls = o->cls;
+    o->folio[idx] = f;
+    o->nr_resident++;
+    uint64_t shadow = o->shadow[idx];
+    o->shadow[idx] = 0;
+    if (e->zram_size[slot] == 0) count(e, VM_swapin_zero, 1);
+    zram_free_slot(e, slot);
+    o->swap[idx] = -1;
+    count(e, VM_pswpin, 1);
+    if (shadow) workingset_refault(e, f, shadow);
+    folio_add_lru(e, f);
+    set_pte(e, &e->vmas[vi], p, PTE_YOUNG | PTE_WRITE | PTE_ANON, f);
+    (void)write;
+    return 0;
+}
+
+/* do_anonymous_page() and the COW half of do_wp_page()/do_cow_fault(): a new anonymous folio. */
+static int do_anonymous_page(struct km_emu *e, int32_t vi, int32_t anon, int64_t p, int64_t idx)
+{
+    folio_id f = alloc_charged(e, 0);
+    if (f < 0) return -1;
+    struct vma *v = &e->vmas[vi];
+    struct object *o = &e->objs[anon];
+    struct folio *fo = &e->folios[f];
+    fo->obj = anon; fo->index = idx; fo->flags = PG_swapbacked; fo->cls = o->cls;
+    o->folio[idx] = f;
+    o->nr_resident++;
+    if (v->pte[p] & PTE_PRESENT) {                       /* replacing the zero page or a file page */
+        if (!(v->pte[p] & PTE_ZERO)) {
+            folio_id old = e->objs[v->obj].folio[v->pgoff + p];
+            if (old >= 0) e->folios[old].mapcount--;
+            e->tasks[v->task].rss--;
+        }
+        v->pte[p] = 0;
+    }
+    folio_add_lru(e, f);
+    set_pte(e, v, p, PTE_YOUNG | PTE_WRITE | PTE_ANON, f);
+    return 0;
+}
+
+/* handle_mm_fault() for one page. Returns -1 if the faulting task died. */
+static int handle_mm_fault(struct km_emu *e, int32_t vi, int64_t p, int write)
+{
+    struct vma *v = &e->vmas[vi];
+    uint8_t pte = v->pte[p];
+    count(e, VM_pgfault, 1);
+    if (v->anon >= 0) {
+        struct object *a = &e->objs[v->anon];
+        int64_t idx = p;                                  /* anon objects are indexed by vma page */
+        if (a->swap[idx] >= 0) return do_swap_page(e, vi, v->anon, p, idx, write);
+        if (a->folio[idx] >= 0) {                         /* resident but unmapped (after munmap range) */
+            set_pte(e, v, p, PTE_YOUNG | PTE_WRITE | PTE_ANON, a->folio[idx]);
+            count(e, VM_minor_fault_pages, 1);
+            return 0;
+        }
+        if (v->anon == v->obj) {                          /* anonymous vma */
+            if (!write) {                                 /* do_anonymous_page(): the zero page */
+                v->pte[p] = PTE_PRESENT | PTE_ZERO | PTE_YOUNG;  /* not counted in RSS */
+                count(e, VM_zero_page_maps, 1);
+                return 0;
+            }
+            return do_anonymous_page(e, vi, v->anon, p, idx);
+        }
+        if (write) {                                      /* private file: COW needs the file page */
+            if (!(pte & PTE_PRESENT)) {
+                folio_id f = filemap_fault(e, vi, p);
+                if (f < 0) return -1;
+                v = &e->vmas[vi];
+                if (!v->alive) return -1;
+            }
+            return do_anonymous_page(e, vi, v->anon, p, idx);
+        }
+    }
+    /* do_read_fault(): fault-around first, then filemap_fault() */
+    if (e->cfg.fault_around_pages > 1 && do_fault_around(e, vi, p)) {
+        count(e, VM_minor_fault_pages, 1);
+        return 0;
+    }
+    int64_t idx = v->pgoff + p;
+    int was_cached = e->objs[v->obj].folio[idx] >= 0;
+    folio_id f = filemap_fault(e, vi, p);
+    if (f < 0) return -1;
+    v = &e->vmas[vi];
+    if (!v->alive) return -1;
+    if (was_cached) count(e, VM_minor_fault_pages, 1);
+    set_pte(e, v, p, PTE_YOUNG | ((v->flags & MAP_F_SHARED) && (v->flags & MAP_F_WRITE) ? PTE_WRITE : 0), f);
+    return 0;
+}
+
+/* The trace touched pages [page, page + n) of a vma. */
+int64_t handle_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int write)
+{
+    int64_t end = page + n;
+    uint8_t need = PTE_PRESENT | (write ? PTE_WRITE : 0);
+    void (*accessed)(struct km_emu *, folio_id) = e->policy->folio_accessed;
+    count(e, VM_accesses, n);
+    for (int64_t p = page; p < end;) {
+        struct vma *v = &e->vmas[vi];
+        if (!v->alive) break;
+        uint8_t *pte = v->pte;
+        if (!accessed) {
+            while (p < end && (pte[p] & need) == need) pte[p++] |= PTE_YOUNG;
+        } else {
+            while (p < end && (pte[p] & need) == need) {
+                pte[p] |= PTE_YOUNG;
+                struct object *o = &e->objs[(pte[p] & PTE_ANON) ? v->anon : v->obj];
+                folio_id f = o->folio[(pte[p] & PTE_ANON) ? p : v->pgoff + p];
+                if (f >= 0) accessed(e, f);
+                p++;
+            }
+        }
+        if (p >= end) break;
+        if (pte[p] & PTE_PRESENT && write && (v->flags & MAP_F_SHARED)) {
+            pte[p] |= PTE_YOUNG | PTE_WRITE;                 /* shared file write: we model no writeback */
+            p++;
+            continue;
+        }
+        if (handle_mm_fault(e, vi, p, write) < 0) break;
+        if (e->vmas[vi].alive && accessed) {              /* the faulting access itself */
+            v = &e->vmas[vi];
+            struct object *o = &e->objs[(v->pte[p] & PTE_ANON) ? v->anon : v->obj];
+            folio_id f = (v->pte[p] & PTE_ZERO) ? -1 : o->folio[(v->pte[p] & PTE_ANON) ? p : v->pgoff + p];
+            if (f >= 0) accessed(e, f);
+        }
+        p++;
+    }
+    return n;
+}
+
+/* zap_pte_range(): unmap pages. Anonymous pages and their swap slots are freed when free_anon;
+ * file pages stay cached, and a young PTE marks the folio accessed on the way out. */
+void zap_page_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int free_anon)
+{
+    struct vma *v = &e->vmas[vi];
+    for (int64_t p = page; p < page + n; p++) {
+        uint8_t pte = v->pte[p];
+        if (pte & PTE_PRESENT) {
+            v->pte[p] = 0;
+            if (pte & PTE_ZERO) continue;
+            e->tasks[v->task].rss--;
+            struct object *o = &e->objs[(pte & PTE_ANON) ? v->anon : v->obj];
+            int64_t idx = (pte & PTE_ANON) ? p : v->pgoff + p;
+            folio_id f = o->folio[idx];
+            if (f < 0) continue;
+            e->folios[f].mapcount--;
+            if (!(pte & PTE_ANON) && (pte & PTE_YOUNG) && !(v->flags & (VM_SEQ_READ | VM_RAND_READ)))
+                folio_mark_accessed(e, f);
+        }
+        if (free_anon && v->anon >= 0) {
+            struct object *a = &e->objs[v->anon];
+            if (a->folio[p] >= 0) {
+                folio_id f = a->folio[p];
+                struct folio *fo = &e->folios[f];
+                if (fo->mapcount > 0) fo->mapcount = 0;
+                lruvec_del_folio(e, f);
+                a->folio[p] = -1;
+                a->nr_resident--;
+                folio_free(e, f);
+            }
+            if (a->swap[p] >= 0) { zram_free_slot(e, a->swap[p]); a->swap[p] = -1; }
+            a->shadow[p] = 0;
+        }
+    }
+}

@@ -1,0 +1,317 @@
+/*
+ * kmemsim core: the Linux reclaim path (classic two-list LRU, CONFIG_LRU_GEN off) for one node and
+ * one memory cgroup. Names follow the kernel (6.x, folio API) so a reader of mm/ finds their way;
+ * each .c file is named after its mm/ counterpart. Where we simplify, the comment says so.
+ */
+#ifndef KMEMSIM_MM_H
+#define KMEMSIM_MM_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "kmemsim.h"
+
+#define DEF_PRIORITY 12
+#define SWAP_CLUSTER_MAX 32
+#define MAX_SWAPPINESS 200
+#define MMAP_LOTSAMISS 100
+#define MAX_RECLAIM_RETRIES 16
+#define MEMCG_CHARGE_BATCH 64
+
+/* Trace ops: values fixed by kmemsim/trace.py (Op). */
+enum { OP_PROC_START, OP_PROC_EXIT, OP_MMAP, OP_MUNMAP, OP_READ, OP_WRITE, OP_MADVISE, OP_FADVISE,
+       OP_MLOCK, OP_MUNLOCK, OP_PHASE, OP_FREAD, NR_OPS };
+/* MapFlag bits (trace.py) and kernel vm_flags we derive from advice. */
+enum { MAP_F_SHARED = 1, MAP_F_READ = 2, MAP_F_WRITE = 4, MAP_F_EXEC = 8, MAP_F_POPULATE = 16,
+       MAP_F_LOCKED = 32, MAP_F_WEIGHTS = 64, VM_SEQ_READ = 1 << 16, VM_RAND_READ = 1 << 17 };
+#define CLASS_SHIFT 8
+/* Advice (include/uapi/asm-generic/mman-common.h, fadvise.h). */
+enum { ADV_NORMAL = 0, ADV_RANDOM = 1, ADV_SEQUENTIAL = 2, ADV_WILLNEED = 3, ADV_DONTNEED = 4,
+       ADV_COLD = 20, ADV_PAGEOUT = 21 };
+
+enum lru_list { LRU_INACTIVE_ANON, LRU_ACTIVE_ANON, LRU_INACTIVE_FILE, LRU_ACTIVE_FILE,
+                LRU_UNEVICTABLE, NR_LRU_LISTS, NO_LRU = 255 };
+#define LRU_ACTIVE 1
+#define LRU_FILE 2
+
+/* folio->flags: the page flags reclaim looks at (include/linux/page-flags.h). */
+enum { PG_active = 1, PG_referenced = 2, PG_workingset = 4, PG_unevictable = 8, PG_swapbacked = 16,
+       PG_readahead = 32, PG_dirty = 64, PG_weights = 128 /* DW's flag, set by policies */ };
+
+/* PTE bits: one byte per virtual page of a vma. */
+enum { PTE_PRESENT = 1, PTE_YOUNG = 2, PTE_DIRTY = 4, PTE_ANON = 8 /* maps the vma's anon/COW page */,
+       PTE_ZERO = 16 /* the shared zero page */ };
+
+typedef int32_t folio_id;
+
+struct folio {
+    folio_id prev, next;      /* LRU links; -1 ends */
+    int32_t obj;              /* owning address_space (file) or anon object */
+    int64_t index;            /* first page index in obj */
+    uint16_t flags;
+    uint8_t order;
+    uint8_t lru;              /* list it is on, NO_LRU when isolated or free */
+    uint8_t cls;              /* page class for zram compressibility */
+    int32_t mapcount;         /* number of PTEs mapping pages of this folio */
+};
+
+struct lru_head { folio_id head, tail; int64_t nr_pages; };
+
+/* struct file_ra_state (include/linux/fs.h): one per file (we model one struct file per file). */
+struct file_ra_state {
+    int64_t start, size, async_size;
+    int64_t ra_pages;
+    int32_t mmap_miss;
+    int32_t order;
+    int64_t prev_pos;          /* last page read via read(2), for ondemand_readahead */
+};
+
+enum { OBJ_FILE, OBJ_ANON };
+
+/* A file's page cache (struct address_space) or an anonymous region's pages. */
+struct object {
+    int kind;
+    int64_t npages;
+    int32_t file_id;
+    uint8_t cls;
+    folio_id *folio;           /* page index -> folio, -1 if not resident */
+    uint64_t *shadow;          /* workingset shadow entries; 0 = none */
+    int32_t *swap;             /* anon: zram slot of a swapped-out page, -1 none */
+    int32_t *vmas; int nvmas, cap_vmas;   /* reverse map: vmas mapping this object */
+    struct file_ra_state ra;
+    int fmode_random;          /* POSIX_FADV_RANDOM */
+    int weights;               /* mapped by some vma flagged MAP_F_WEIGHTS */
+    int64_t nr_resident;
+    int64_t pages_added, pages_deleted;   /* mm_filemap_add/delete_from_page_cache, in pages */
+};
+
+struct vma {
+    int32_t task;
+    int32_t obj;               /* file object, or the anon object for anonymous vmas */
+    int32_t anon;              /* anon object holding COW pages of a private file vma, -1 none */
+    int64_t pgoff, npages;
+    uint32_t flags;            /* MAP_F_* | VM_SEQ_READ | VM_RAND_READ */
+    int alive;
+    uint8_t *pte;
+};
+
+struct task {
+    int32_t pid;
+    int alive;
+    int oom_score_adj;
+    int64_t rss;               /* pages mapped (file + anon), for the OOM killer's badness */
+};
+
+/* Counters, named as in include/linux/vm_event_item.h / mmzone.h / zram mm_stat. */
+#define KM_COUNTERS(X) \
+    X(pgfault) X(pgmajfault) X(pgpgin) X(pgpgout) X(pswpin) X(pswpout) \
+    X(pgactivate) X(pgdeactivate) X(pgrefill) X(pgrotated) \
+    X(pgscan_kswapd) X(pgscan_direct) X(pgscan_memcg) X(pgsteal_kswapd) X(pgsteal_direct) X(pgsteal_memcg) \
+    X(pgscan_anon) X(pgscan_file) X(pgsteal_anon) X(pgsteal_file) \
+    X(workingset_refault_anon) X(workingset_refault_file) \
+    X(workingset_activate_anon) X(workingset_activate_file) \
+    X(workingset_restore_anon) X(workingset_restore_file) X(workingset_nodereclaim) \
+    X(kswapd_wake) X(allocstall) X(oom_kill) X(lmk_kill) \
+    X(pgalloc) X(pgfree) X(file_pages_added) X(file_pages_deleted) X(readahead_pages) \
+    X(fault_around_pages) X(minor_fault_pages) X(zero_page_maps) X(swapin_zero) \
+    X(accesses) X(misses) X(stall_io_pages) X(reclaim_runs)
+
+#define KM_GAUGES(X) \
+    X(nr_free_pages) X(nr_inactive_anon) X(nr_active_anon) X(nr_inactive_file) X(nr_active_file) \
+    X(nr_unevictable) X(nr_file_pages) X(nr_anon_pages) X(nr_weight_file_pages) X(memcg_usage) \
+    X(zram_orig_data_size) X(zram_compr_data_size) X(zram_mem_used_total) X(zram_same_pages) \
+    X(zram_huge_pages) X(nr_swapped) X(peak_resident) X(peak_memory)
+
+#define ENUM_ITEM(n) VM_##n,
+enum { KM_COUNTERS(ENUM_ITEM) NR_VM_COUNTERS };
+enum { KM_GAUGES(ENUM_ITEM) NR_VM_GAUGES };
+#undef ENUM_ITEM
+
+struct scan_control {
+    int64_t nr_to_reclaim;
+    int64_t nr_scanned, nr_reclaimed;
+    int priority;
+    int may_swap, may_unmap;
+    int may_deactivate;        /* DEACTIVATE_ANON = 1, DEACTIVATE_FILE = 2 */
+    int cache_trim_mode, file_is_tiny;
+    int ignore_references;     /* reclaim_pages(): MADV_PAGEOUT */
+    int who;                   /* RECLAIM_KSWAPD / DIRECT / MEMCG */
+    int64_t anon_cost, file_cost;
+};
+enum { RECLAIM_KSWAPD, RECLAIM_DIRECT, RECLAIM_MEMCG };
+enum { DEACTIVATE_ANON = 1, DEACTIVATE_FILE = 2 };
+
+/* folio_check_references() verdicts (mm/vmscan.c). */
+enum folio_references { FOLIOREF_RECLAIM, FOLIOREF_RECLAIM_CLEAN, FOLIOREF_KEEP, FOLIOREF_ACTIVATE };
+
+struct km_emu;
+
+/* Policy hooks (mm/ has no such table: these mark the points where research policies plug in).
+ * A NULL hook means stock behaviour. One policy per file: policy_*.c. */
+struct policy_ops {
+    const char *name;
+    void (*init)(struct km_emu *e);
+    /* lru_add: which list a new folio joins; return -1 for the stock choice. */
+    int (*folio_add_lru)(struct km_emu *e, struct folio *f);
+    /* page referenced by the trace while resident (the hardware sets the young bit). */
+    void (*folio_accessed)(struct km_emu *e, folio_id id);
+    /* folio_check_references: may override the stock verdict. */
+    enum folio_references (*check_references)(struct km_emu *e, folio_id id, enum folio_references stock);
+    /* shrink_active_list: return 1 to keep the folio active (rotate). */
+    int (*keep_active)(struct km_emu *e, folio_id id);
+    /* a reclaim candidate isolated from an inactive list: return 0 to put it back (rotate). */
+    int (*reclaim_candidate)(struct km_emu *e, folio_id id, struct scan_control *sc);
+    /* workingset_refault: return -1 for stock, 0/1 to force no-activate/activate. */
+    int (*refault)(struct km_emu *e, folio_id id, int stock_activate);
+    /* an anonymous region was mapped (e.g. the KV cache). */
+    void (*anon_region_mapped)(struct km_emu *e, int32_t vma);
+    /* the anonymous region was written entirely at creation, or any range written. */
+    void (*anon_range_written)(struct km_emu *e, int32_t vma, int64_t page, int64_t npages);
+    /* instead of the mechanism's reclaim: return pages freed, or -1 for stock. */
+    int64_t (*reclaim)(struct km_emu *e, int64_t nr_pages, int who);
+};
+
+struct zram_class { const char *algo; double ratio[16]; };
+
+struct km_emu {
+    struct km_config cfg;
+    const struct policy_ops *policy;
+    void *policy_data;
+
+    struct folio *folios; int64_t nr_folios, cap_folios; folio_id free_folio;
+    struct lru_head lru[NR_LRU_LISTS];
+    struct object *objs; int32_t nr_objs, cap_objs;
+    struct vma *vmas; int32_t nr_vmas, cap_vmas;
+    struct task *tasks; int32_t nr_tasks, cap_tasks;
+    int32_t *file_obj; int32_t nr_files;       /* file id -> object */
+
+    /* lruvec state */
+    int64_t anon_cost, file_cost;
+    uint64_t nonresident_age;
+    uint64_t refaults_snap[2];                 /* lruvec->refaults[WORKINGSET_ANON/FILE] */
+    int may_deactivate;
+
+    /* memory */
+    int64_t total_pages;                       /* device RAM (0 = unlimited) */
+    int64_t used_pages;                        /* folios resident */
+    int64_t wmark_min, wmark_low, wmark_high;
+    int64_t memcg_limit, memcg_usage;
+    int kswapd_running;
+    int64_t peak_used, peak_memory;           /* memory.max_usage_in_bytes; + the zram pool */
+
+    /* zram */
+    int32_t *zram_size;                        /* slot -> bytes in zsmalloc (0 same-filled) */
+    int32_t *zram_free; int64_t zram_nr_free, zram_cap, zram_used_slots;
+    int64_t zram_disk_pages;
+    int64_t zram_compr_bytes, zram_alloc_bytes, zram_same, zram_huge;
+
+    uint64_t vm[NR_VM_COUNTERS];
+    uint64_t *task_vm;                         /* [task][counter] */
+    uint64_t *phase_vm;                        /* [phase][counter] */
+    int32_t cur_task, cur_phase, nr_phases;
+    int64_t now;
+
+    /* timeline */
+    int64_t next_sample;
+    int64_t *tl; int64_t tl_rows, tl_cap;
+    /* error */
+    char err[256];
+    int oom;
+};
+
+/* mm_init.c / helpers */
+void count(struct km_emu *e, int item, int64_t n);
+void note_peak(struct km_emu *e);
+void gauges(struct km_emu *e, int64_t *out);
+int km_fail(struct km_emu *e, const char *fmt, ...);
+
+/* folio allocation (page_alloc.c) */
+folio_id folio_alloc(struct km_emu *e, int order);
+void folio_free(struct km_emu *e, folio_id id);
+int alloc_pages_may_reclaim(struct km_emu *e, int64_t nr);   /* 0 ok, -1 OOM (task killed) */
+void wakeup_kswapd(struct km_emu *e);
+int64_t free_pages(const struct km_emu *e);
+void setup_per_zone_wmarks(struct km_emu *e);
+
+/* memcontrol.c */
+int mem_cgroup_charge(struct km_emu *e, int64_t nr);
+void mem_cgroup_uncharge(struct km_emu *e, int64_t nr);
+int64_t mem_cgroup_get_nr_swap_pages(const struct km_emu *e);
+
+/* swap.c: LRU list manipulation */
+void lruvec_add_folio(struct km_emu *e, folio_id id, int lru);      /* at the head */
+void lruvec_add_folio_tail(struct km_emu *e, folio_id id, int lru);
+void lruvec_del_folio(struct km_emu *e, folio_id id);
+void folio_add_lru(struct km_emu *e, folio_id id);
+void folio_mark_accessed(struct km_emu *e, folio_id id);
+void folio_deactivate(struct km_emu *e, folio_id id);
+void lru_note_cost(struct km_emu *e, int file, int64_t nr_io, int64_t nr_rotated);
+void lru_note_cost_refault(struct km_emu *e, folio_id id);
+static inline int folio_lru_list(const struct folio *f)
+{
+    if (f->flags & PG_unevictable) return LRU_UNEVICTABLE;
+    return ((f->flags & PG_swapbacked) ? 0 : LRU_FILE) + ((f->flags & PG_active) ? LRU_ACTIVE : 0);
+}
+static inline int folio_nr_pages(const struct folio *f) { return 1 << f->order; }
+static inline int folio_is_file_lru(const struct folio *f) { return !(f->flags & PG_swapbacked); }
+
+/* vmscan.c */
+int64_t try_to_free_pages(struct km_emu *e, int64_t nr, int who);
+int64_t balance_pgdat(struct km_emu *e);
+int folio_referenced(struct km_emu *e, folio_id id, uint32_t *vm_flags);
+int inactive_is_low(struct km_emu *e, int inactive_lru);
+int64_t reclaim_pages(struct km_emu *e, folio_id *ids, int64_t n);
+int folio_evict(struct km_emu *e, folio_id id);     /* unmap + free; 1 if freed */
+
+/* workingset.c */
+uint64_t workingset_eviction(struct km_emu *e, folio_id id);
+void workingset_refault(struct km_emu *e, folio_id id, uint64_t shadow);
+void workingset_age_nonresident(struct km_emu *e, int64_t nr);
+
+/* filemap.c */
+int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, int readahead_mark);
+void filemap_remove_folio(struct km_emu *e, folio_id id, uint64_t shadow);
+int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n);
+
+/* readahead.c */
+int64_t page_cache_ra_order(struct km_emu *e, int32_t obj, int64_t start, int64_t size,
+                            int64_t async_size, int new_order);
+int64_t do_page_cache_ra(struct km_emu *e, int32_t obj, int64_t index, int64_t nr, int64_t lookahead);
+void force_page_cache_ra(struct km_emu *e, int32_t obj, int64_t index, int64_t nr);
+void do_sync_mmap_readahead(struct km_emu *e, int32_t vma, int64_t pgoff);
+void do_async_mmap_readahead(struct km_emu *e, int32_t vma, folio_id f, int64_t pgoff);
+void page_cache_sync_ra(struct km_emu *e, int32_t obj, int64_t index, int64_t req);
+void page_cache_async_ra(struct km_emu *e, int32_t obj, folio_id f, int64_t index, int64_t req);
+
+/* memory.c: faults and the page table */
+int64_t handle_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int write);
+void zap_page_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int free_anon);
+int32_t anon_object_new(struct km_emu *e, int64_t npages, int cls);
+void rmap_add(struct km_emu *e, int32_t obj, int32_t vma);
+void rmap_remove(struct km_emu *e, int32_t obj, int32_t vma);
+int64_t vma_pte_index(const struct vma *v, int64_t obj_index);  /* -1 if not covered */
+
+/* populate_vma_page_range(): private writable mappings are populated with write faults */
+static inline int vma_populate_write(const struct vma *v)
+{
+    return v->anon >= 0 && (v->anon == v->obj || (v->flags & MAP_F_WRITE));
+}
+
+/* madvise.c / mlock.c / fadvise */
+void do_madvise(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int advice);
+void generic_fadvise(struct km_emu *e, int32_t obj, int64_t page, int64_t n, int advice);
+void mlock_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int lock);
+
+/* zram.c */
+int zram_write(struct km_emu *e, int cls, int32_t *slot);   /* 0 ok, -1 full */
+void zram_free_slot(struct km_emu *e, int32_t slot);
+int zram_full(const struct km_emu *e);
+int64_t zram_pool_pages(const struct km_emu *e);
+
+/* oom_kill.c */
+int out_of_memory(struct km_emu *e, int memcg);
+void exit_task(struct km_emu *e, int32_t task);
+
+/* policies */
+const struct policy_ops *policy_lookup(const char *name);
+
+#endif

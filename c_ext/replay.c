@@ -1,0 +1,232 @@
+/* The emulator object and the event loop: one call replays a whole trace in C. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mm.h"
+
+void timeline_sample(struct km_emu *e, int64_t t);
+int do_mmap(struct km_emu *e, int32_t id, int32_t task, int64_t file, int64_t pgoff, int64_t npages,
+            uint32_t flags);
+void do_munmap(struct km_emu *e, int32_t vma, int64_t page, int64_t n);
+void exit_mmap(struct km_emu *e, int32_t task);
+void zram_init(struct km_emu *e);
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz);
+    if (!p) { fprintf(stderr, "kmemsim: out of memory\n"); abort(); }
+    return p;
+}
+
+struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64_t *file_pages,
+                      int32_t nr_phases, int32_t nr_tasks)
+{
+    const struct policy_ops *pol = policy_lookup(cfg->policy);
+    if (!pol) return NULL;
+    struct km_emu *e = xcalloc(1, sizeof *e);
+    e->cfg = *cfg;
+    e->policy = pol;
+    e->free_folio = -1;
+    for (int l = 0; l < NR_LRU_LISTS; l++) e->lru[l].head = e->lru[l].tail = -1;
+    e->nr_files = nr_files;
+    e->file_obj = xcalloc(nr_files, sizeof(int32_t));
+    for (int32_t f = 0; f < nr_files; f++) {
+        int32_t o = anon_object_new(e, file_pages[f], 0);
+        e->objs[o].kind = OBJ_FILE;
+        e->objs[o].file_id = f;
+        e->objs[o].ra.ra_pages = cfg->ra_pages;
+        e->objs[o].ra.prev_pos = -1;
+        e->file_obj[f] = o;
+    }
+    e->nr_phases = nr_phases;
+    e->phase_vm = xcalloc((size_t)(nr_phases > 0 ? nr_phases : 1) * NR_VM_COUNTERS, sizeof(uint64_t));
+    e->cap_tasks = nr_tasks;
+    e->tasks = xcalloc(nr_tasks, sizeof(struct task));
+    e->task_vm = xcalloc((size_t)(nr_tasks > 0 ? nr_tasks : 1) * NR_VM_COUNTERS, sizeof(uint64_t));
+    e->nr_tasks = nr_tasks;
+    e->cur_task = -1;
+    e->cur_phase = -1;
+    e->total_pages = cfg->mem_pages;
+    e->memcg_limit = cfg->memcg_limit_pages;
+    setup_per_zone_wmarks(e);
+    zram_init(e);
+    if (pol->init) pol->init(e);
+    return e;
+}
+
+void km_free(struct km_emu *e)
+{
+    if (!e) return;
+    for (int32_t i = 0; i < e->nr_objs; i++) {
+        free(e->objs[i].folio); free(e->objs[i].shadow); free(e->objs[i].swap); free(e->objs[i].vmas);
+    }
+    for (int32_t i = 0; i < e->nr_vmas; i++) free(e->vmas[i].pte);
+    free(e->objs); free(e->vmas); free(e->tasks); free(e->folios); free(e->file_obj);
+    free(e->task_vm); free(e->phase_vm); free(e->tl); free(e->zram_size); free(e->zram_free);
+    free(e->policy_data);
+    free(e);
+}
+
+int32_t km_policy_known(const char *name) { return policy_lookup(name) != NULL; }
+
+static int vma_ok(struct km_emu *e, int64_t i, int32_t m, int64_t page, int64_t n)
+{
+    if (m < 0 || m >= e->nr_vmas || !e->vmas[m].alive)
+        return km_fail(e, "event %lld: mapping %d is not mapped", (long long)i, m);
+    if (page < 0 || n < 0 || page + n > e->vmas[m].npages)
+        return km_fail(e, "event %lld: pages %lld+%lld outside mapping %d of %lld pages", (long long)i,
+                       (long long)page, (long long)n, m, (long long)e->vmas[m].npages);
+    return 0;
+}
+
+int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task, const uint8_t *op,
+              const int32_t *map, const int64_t *page, const int64_t *npages, const int64_t *arg,
+              const uint32_t *flags)
+{
+    for (int64_t i = 0; i < n; i++) {
+        e->now = t[i];
+        if (e->cfg.sample_ns > 0) {
+            if (e->tl_rows == 0) e->next_sample = t[i];
+            while (t[i] >= e->next_sample) {
+                timeline_sample(e, e->next_sample);
+                e->next_sample += e->cfg.sample_ns;
+            }
+        }
+        int32_t tk = task[i];
+        if (tk < 0 || tk >= e->nr_tasks) return km_fail(e, "event %lld: task %d unknown", (long long)i, tk);
+        e->cur_task = tk;
+        struct task *ts = &e->tasks[tk];
+        if (op[i] != OP_PROC_START && !ts->alive) {
+            if (ts->pid == -1) continue;          /* killed by OOM/lmkd: its later events vanish */
+            ts->alive = 1;                        /* traces may omit PROC_START */
+        }
+        switch (op[i]) {
+        case OP_PROC_START:
+            ts->alive = 1; ts->oom_score_adj = (int)arg[i]; ts->pid = tk;
+            break;
+        case OP_PROC_EXIT:
+            exit_task(e, tk);
+            break;
+        case OP_MMAP:
+            if (map[i] != e->nr_vmas)
+                return km_fail(e, "event %lld: mapping ids must be dense and new (got %d, next %d)",
+                               (long long)i, map[i], e->nr_vmas);
+            if (arg[i] >= e->nr_files)
+                return km_fail(e, "event %lld: file %lld unknown", (long long)i, (long long)arg[i]);
+            if (do_mmap(e, map[i], tk, arg[i], page[i], npages[i], flags[i]) < 0) return -1;
+            break;
+        case OP_MUNMAP:
+            if (vma_ok(e, i, map[i], page[i], npages[i])) return -1;
+            do_munmap(e, map[i], page[i], npages[i]);
+            break;
+        case OP_READ:
+        case OP_WRITE:
+            if (vma_ok(e, i, map[i], page[i], npages[i])) return -1;
+            handle_range(e, map[i], page[i], npages[i], op[i] == OP_WRITE);
+            break;
+        case OP_MADVISE:
+            if (vma_ok(e, i, map[i], page[i], npages[i])) return -1;
+            do_madvise(e, map[i], page[i], npages[i], (int)arg[i]);
+            break;
+        case OP_FADVISE:
+        case OP_FREAD: {
+            if (flags[i] >= (uint32_t)e->nr_files)
+                return km_fail(e, "event %lld: file %u unknown", (long long)i, flags[i]);
+            int32_t o = e->file_obj[flags[i]];
+            int64_t end = page[i] + npages[i];
+            if (end > e->objs[o].npages) end = e->objs[o].npages;
+            if (page[i] >= end) break;
+            if (op[i] == OP_FADVISE) generic_fadvise(e, o, page[i], end - page[i], (int)arg[i]);
+            else filemap_read(e, o, page[i], end - page[i]);
+            break;
+        }
+        case OP_MLOCK:
+        case OP_MUNLOCK:
+            if (vma_ok(e, i, map[i], page[i], npages[i])) return -1;
+            mlock_range(e, map[i], page[i], npages[i], op[i] == OP_MLOCK);
+            break;
+        case OP_PHASE:
+            if (arg[i] < 0 || arg[i] >= e->nr_phases)
+                return km_fail(e, "event %lld: phase %lld unknown", (long long)i, (long long)arg[i]);
+            timeline_sample(e, t[i]);             /* close the previous phase */
+            e->cur_phase = (int32_t)arg[i];
+            break;
+        default:
+            return km_fail(e, "event %lld: unknown op %d", (long long)i, op[i]);
+        }
+    }
+    timeline_sample(e, e->now);
+    return 0;
+}
+
+void km_file_stats(struct km_emu *e, int64_t *out)
+{
+    for (int32_t f = 0; f < e->nr_files; f++) {
+        struct object *o = &e->objs[e->file_obj[f]];
+        out[3 * f] = o->pages_added;
+        out[3 * f + 1] = o->pages_deleted;
+        out[3 * f + 2] = o->nr_resident;
+    }
+}
+
+/* Invariants the tests check after every replay: each resident folio on exactly one list, list
+ * sizes equal their counters, page-table and page-cache views agree, nothing negative. */
+int32_t km_check_invariants(struct km_emu *e)
+{
+    int64_t on_lists = 0, nr_listed = 0;
+    for (int l = 0; l < NR_LRU_LISTS; l++) {
+        int64_t pages = 0;
+        folio_id prev = -1;
+        for (folio_id id = e->lru[l].head; id >= 0; id = e->folios[id].next) {
+            struct folio *f = &e->folios[id];
+            if (f->lru != l) return km_fail(e, "folio %d on list %d says it is on %d", id, l, f->lru), 1;
+            if (f->prev != prev) return km_fail(e, "folio %d: broken prev link", id), 2;
+            if (folio_lru_list(f) != l && !(l == LRU_UNEVICTABLE))
+                return km_fail(e, "folio %d flags say list %d, it is on %d", id, folio_lru_list(f), l), 3;
+            pages += folio_nr_pages(f);
+            prev = id;
+            if (++nr_listed > e->nr_folios) return km_fail(e, "list %d loops", l), 4;
+        }
+        if (prev != e->lru[l].tail) return km_fail(e, "list %d: tail mismatch", l), 5;
+        if (pages != e->lru[l].nr_pages)
+            return km_fail(e, "list %d holds %lld pages, counter says %lld", l, (long long)pages,
+                           (long long)e->lru[l].nr_pages), 6;
+        on_lists += pages;
+    }
+    int64_t resident = 0;
+    for (int32_t o = 0; o < e->nr_objs; o++) {
+        struct object *ob = &e->objs[o];
+        int64_t r = 0;
+        for (int64_t p = 0; p < ob->npages; p++) {
+            folio_id id = ob->folio[p];
+            if (id < 0) continue;
+            struct folio *f = &e->folios[id];
+            if (f->obj != o || p < f->index || p >= f->index + folio_nr_pages(f))
+                return km_fail(e, "object %d page %lld points at folio %d of another range", o, (long long)p, id), 7;
+            if (f->lru == NO_LRU) return km_fail(e, "resident folio %d on no list", id), 8;
+            if (ob->swap && ob->swap[p] >= 0) return km_fail(e, "object %d page %lld resident and swapped", o, (long long)p), 9;
+            r++;
+        }
+        if (r != ob->nr_resident) return km_fail(e, "object %d: %lld resident, counter %lld", o, (long long)r, (long long)ob->nr_resident), 10;
+        resident += r;
+    }
+    if (resident != on_lists) return km_fail(e, "%lld pages resident, %lld on lists", (long long)resident, (long long)on_lists), 11;
+    if (resident != e->used_pages) return km_fail(e, "%lld pages resident, used counter %lld", (long long)resident, (long long)e->used_pages), 12;
+    if (e->memcg_limit && e->memcg_usage != resident) return km_fail(e, "memcg usage %lld != resident %lld", (long long)e->memcg_usage, (long long)resident), 13;
+    if (e->total_pages && free_pages(e) + resident + zram_pool_pages(e) != e->total_pages)
+        return km_fail(e, "free + resident + zram != total"), 14;
+    if (e->total_pages && free_pages(e) < 0) return km_fail(e, "negative free pages"), 15;
+    for (int32_t v = 0; v < e->nr_vmas; v++) {
+        struct vma *vm = &e->vmas[v];
+        if (!vm->alive) continue;
+        for (int64_t p = 0; p < vm->npages; p++) {
+            uint8_t pte = vm->pte[p];
+            if (!(pte & PTE_PRESENT) || (pte & PTE_ZERO)) continue;
+            struct object *ob = &e->objs[(pte & PTE_ANON) && vm->anon >= 0 ? vm->anon : vm->obj];
+            int64_t idx = (ob->kind == OBJ_FILE) ? vm->pgoff + p : p;
+            if (ob->folio[idx] < 0) return km_fail(e, "vma %d page %lld mapped but not resident", v, (long long)p), 16;
+        }
+    }
+    if (e->anon_cost < 0 || e->file_cost < 0) return km_fail(e, "negative reclaim cost"), 17;
+    return 0;
+}

@@ -1,0 +1,97 @@
+/* Counters (mm/vmstat.c): totals, per task, per phase, and the sampled timeline. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mm.h"
+
+#define NAME_ITEM(n) #n,
+static const char *counter_names[] = { KM_COUNTERS(NAME_ITEM) };
+static const char *gauge_names[] = { KM_GAUGES(NAME_ITEM) };
+#undef NAME_ITEM
+
+int32_t km_nr_counters(void) { return NR_VM_COUNTERS; }
+int32_t km_nr_gauges(void) { return NR_VM_GAUGES; }
+const char *km_counter_name(int32_t i) { return i >= 0 && i < NR_VM_COUNTERS ? counter_names[i] : ""; }
+const char *km_gauge_name(int32_t i) { return i >= 0 && i < NR_VM_GAUGES ? gauge_names[i] : ""; }
+
+void count(struct km_emu *e, int item, int64_t n)
+{
+    e->vm[item] += n;
+    if (e->cur_task >= 0) e->task_vm[(int64_t)e->cur_task * NR_VM_COUNTERS + item] += n;
+    if (e->cur_phase >= 0) e->phase_vm[(int64_t)e->cur_phase * NR_VM_COUNTERS + item] += n;
+}
+
+void note_peak(struct km_emu *e)
+{
+    if (e->used_pages > e->peak_used) e->peak_used = e->used_pages;
+    int64_t m = e->used_pages + zram_pool_pages(e);
+    if (m > e->peak_memory) e->peak_memory = m;
+}
+
+void gauges(struct km_emu *e, int64_t *g)
+{
+    g[VM_nr_free_pages] = free_pages(e);
+    g[VM_nr_inactive_anon] = e->lru[LRU_INACTIVE_ANON].nr_pages;
+    g[VM_nr_active_anon] = e->lru[LRU_ACTIVE_ANON].nr_pages;
+    g[VM_nr_inactive_file] = e->lru[LRU_INACTIVE_FILE].nr_pages;
+    g[VM_nr_active_file] = e->lru[LRU_ACTIVE_FILE].nr_pages;
+    g[VM_nr_unevictable] = e->lru[LRU_UNEVICTABLE].nr_pages;
+    int64_t file = 0, anon = 0, weights = 0;
+    for (int32_t i = 0; i < e->nr_objs; i++) {
+        struct object *o = &e->objs[i];
+        if (o->kind == OBJ_FILE) { file += o->nr_resident; if (o->weights) weights += o->nr_resident; }
+        else anon += o->nr_resident;
+    }
+    g[VM_nr_file_pages] = file;
+    g[VM_nr_anon_pages] = anon;
+    g[VM_nr_weight_file_pages] = weights;
+    g[VM_memcg_usage] = e->memcg_usage;
+    g[VM_zram_orig_data_size] = e->zram_used_slots * 4096;
+    g[VM_zram_compr_data_size] = e->zram_compr_bytes;
+    g[VM_zram_mem_used_total] = zram_pool_pages(e) * 4096;
+    g[VM_zram_same_pages] = e->zram_same;
+    g[VM_zram_huge_pages] = e->zram_huge;
+    g[VM_nr_swapped] = e->zram_used_slots;
+    g[VM_peak_resident] = e->peak_used;
+    g[VM_peak_memory] = e->peak_memory;
+}
+
+void km_counters(struct km_emu *e, uint64_t *out) { memcpy(out, e->vm, sizeof e->vm); }
+void km_gauges(struct km_emu *e, int64_t *out) { gauges(e, out); }
+void km_task_counters(struct km_emu *e, uint64_t *out)
+{
+    memcpy(out, e->task_vm, sizeof(uint64_t) * e->nr_tasks * NR_VM_COUNTERS);
+}
+void km_phase_counters(struct km_emu *e, uint64_t *out)
+{
+    memcpy(out, e->phase_vm, sizeof(uint64_t) * (e->nr_phases > 0 ? e->nr_phases : 1) * NR_VM_COUNTERS);
+}
+
+#define TL_WIDTH (2 + NR_VM_COUNTERS + NR_VM_GAUGES)
+
+void timeline_sample(struct km_emu *e, int64_t t)
+{
+    if (e->tl_rows == e->tl_cap) {
+        e->tl_cap = e->tl_cap ? e->tl_cap * 2 : 1024;
+        e->tl = realloc(e->tl, sizeof(int64_t) * TL_WIDTH * e->tl_cap);
+    }
+    int64_t *row = e->tl + e->tl_rows++ * TL_WIDTH;
+    row[0] = t;
+    row[1] = e->cur_phase;
+    for (int i = 0; i < NR_VM_COUNTERS; i++) row[2 + i] = (int64_t)e->vm[i];
+    gauges(e, row + 2 + NR_VM_COUNTERS);
+}
+
+int64_t km_timeline_rows(struct km_emu *e) { return e->tl_rows; }
+void km_timeline(struct km_emu *e, int64_t *out) { memcpy(out, e->tl, sizeof(int64_t) * TL_WIDTH * e->tl_rows); }
+
+int km_fail(struct km_emu *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->err, sizeof e->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+const char *km_error(struct km_emu *e) { return e->err; }

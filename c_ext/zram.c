@@ -1,0 +1,95 @@
+/* zram (drivers/block/zram/zram_drv.c) over zsmalloc (mm/zsmalloc.c): each swapped page costs the
+ * compressed size of its content class, rounded to a zsmalloc size class. Same-filled pages store
+ * no data (same_pages); pages compressing worse than 3/4 of a page are stored raw (huge_pages). */
+#include <stdlib.h>
+#include "mm.h"
+
+#define PAGE_SIZE 4096
+#define MAX_ZPAGE_SIZE (PAGE_SIZE / 4 * 3)    /* huge_class_size threshold */
+#define ZS_HANDLE_SIZE 8
+#define ZS_MIN_ALLOC_SIZE 32
+#define ZS_SIZE_CLASS_DELTA 16
+
+/* Compression ratio (original / compressed) by algorithm and PageClass (kmemsim/trace.py).
+ * HEAP: LinuxReviews' mixed-data figures (linux-reclaim.md §4); KV_F16: mzCache's zstd residual
+ * 0.92 on fp16 KV, lower for the LZ family, which finds fewer matches in float data; quantised
+ * weights are near-incompressible (estimate). Order: HEAP ZERO KV_F16 KV_Q8 WEIGHTS_Q WEIGHTS_F16
+ * COMPUTE. */
+static const struct zram_class zram_algos[] = {
+    { "lzo-rle", { 2.68, 0, 1.02, 1.10, 1.01, 1.05, 1.15 } },
+    { "lzo",     { 2.69, 0, 1.02, 1.10, 1.01, 1.05, 1.15 } },
+    { "lz4",     { 2.58, 0, 1.01, 1.08, 1.00, 1.03, 1.12 } },
+    { "zstd",    { 3.96, 0, 1.087, 1.25, 1.05, 1.12, 1.30 } },
+};
+#define NR_ALGOS (int)(sizeof zram_algos / sizeof zram_algos[0])
+#define CLASS_ZERO 1
+
+void zram_init(struct km_emu *e)
+{
+    e->zram_disk_pages = e->cfg.zram_pages;
+    if (!e->zram_disk_pages) return;
+    e->zram_size = calloc(e->zram_disk_pages, sizeof(int32_t));
+    e->zram_free = malloc(sizeof(int32_t) * e->zram_disk_pages);
+    for (int64_t i = 0; i < e->zram_disk_pages; i++) e->zram_free[i] = (int32_t)(e->zram_disk_pages - 1 - i);
+    e->zram_nr_free = e->zram_disk_pages;
+}
+
+/* zs_malloc() size for a compressed length: handle, minimum, 16-byte size classes. */
+static int32_t zs_size(int32_t comp_len)
+{
+    int32_t size = comp_len + ZS_HANDLE_SIZE;
+    if (size < ZS_MIN_ALLOC_SIZE) size = ZS_MIN_ALLOC_SIZE;
+    return (size + ZS_SIZE_CLASS_DELTA - 1) / ZS_SIZE_CLASS_DELTA * ZS_SIZE_CLASS_DELTA;
+}
+
+int zram_full(const struct km_emu *e) { return e->zram_nr_free == 0; }
+
+static int32_t stored_bytes(int32_t comp_len)
+{
+    if (comp_len == 0) return 0;                        /* same-filled: no data */
+    if (comp_len == PAGE_SIZE) return PAGE_SIZE;        /* huge: a page of its own */
+    return zs_size(comp_len);
+}
+
+/* zram_write_page(). Returns -1 when there is no swap or the device is full.
+ * zram_size[slot] holds the compressed length (0 same-filled, PAGE_SIZE huge). */
+int zram_write(struct km_emu *e, int cls, int32_t *slot)
+{
+    if (!e->zram_nr_free) return -1;
+    int algo = e->cfg.zram_algo >= 0 && e->cfg.zram_algo < NR_ALGOS ? e->cfg.zram_algo : 0;
+    int32_t s = e->zram_free[--e->zram_nr_free];
+    int32_t comp_len = 0;
+    if (cls == CLASS_ZERO) {
+        e->zram_same++;                                 /* zram_same_page_write() */
+    } else {
+        double ratio = zram_algos[algo].ratio[cls < 16 ? cls : 0];
+        comp_len = (int32_t)(PAGE_SIZE / (ratio > 0 ? ratio : 1.0) + 0.5);
+        if (comp_len >= MAX_ZPAGE_SIZE) { comp_len = PAGE_SIZE; e->zram_huge++; }
+        e->zram_compr_bytes += comp_len;
+    }
+    e->zram_size[s] = comp_len;
+    e->zram_alloc_bytes += stored_bytes(comp_len);
+    e->zram_used_slots++;
+    note_peak(e);
+    *slot = s;
+    return 0;
+}
+
+/* zram_free_page(), via swap_free() -> zram_slot_free_notify(). */
+void zram_free_slot(struct km_emu *e, int32_t slot)
+{
+    int32_t comp_len = e->zram_size[slot];
+    if (comp_len == 0) e->zram_same--;
+    if (comp_len == PAGE_SIZE) e->zram_huge--;
+    e->zram_compr_bytes -= comp_len;
+    e->zram_alloc_bytes -= stored_bytes(comp_len);
+    e->zram_size[slot] = 0;
+    e->zram_used_slots--;
+    e->zram_free[e->zram_nr_free++] = slot;
+}
+
+/* mem_used_total: pages the zsmalloc pool holds (zspage fragmentation not modelled). */
+int64_t zram_pool_pages(const struct km_emu *e)
+{
+    return (e->zram_alloc_bytes + PAGE_SIZE - 1) / PAGE_SIZE;
+}

@@ -1,0 +1,206 @@
+"""The emulator's Python face: a Config, and Emulator(config).replay(trace) -> Result.
+
+The whole trace goes to the C core (c_ext/) in one call; Python never loops per page or per event.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field, asdict
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+from .trace import PAGE_SIZE, Trace, validate
+from .units import parse_size
+
+ZRAM_ALGOS = ("lzo-rle", "lzo", "lz4", "zstd")
+
+
+def _load_core():
+    """kmemsim._core, or a sanitizer build from KMEMSIM_CORE_PATH (make asan)."""
+    path = os.environ.get("KMEMSIM_CORE_PATH")
+    if not path:
+        from . import _core
+        return _core
+    import glob
+    so = glob.glob(os.path.join(path, "kmemsim", "_core*.so"))
+    if not so:
+        raise ImportError(f"no kmemsim core built under {path}")
+    spec = importlib.util.spec_from_file_location("kmemsim._core", so[0])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_core = _load_core()
+ffi, lib = _core.ffi, _core.lib
+COUNTERS = [ffi.string(lib.km_counter_name(i)).decode() for i in range(lib.km_nr_counters())]
+GAUGES = [ffi.string(lib.km_gauge_name(i)).decode() for i in range(lib.km_nr_gauges())]
+
+
+def known_policies():
+    return [p for p in ("stock", "lru", "is", "dw", "is+dw") if lib.km_policy_known(p.encode())]
+
+
+@dataclass
+class Config:
+    """What the emulated machine is. Sizes accept strings ("512M") or bytes.
+
+    Defaults are this machine's kernel settings where they matter (read_ahead_kb 8192 on virtio,
+    fault_around_bytes 64 KiB, x86's young prefaulted PTEs); a device profile overrides them.
+    """
+    mem: str | int | None = None            # device RAM (watermarks, kswapd, zram counts against it)
+    memcg_limit: str | int | None = None    # memory cgroup limit (reclaim at charge time)
+    swappiness: int = 60
+    zram: str | None = None                 # "ALGO:SIZE", e.g. "lz4:2G"
+    policy: str = "stock"
+    policy_param: int = 0
+    min_free_kbytes: int = 0                # 0: computed as the kernel does from RAM
+    watermark_scale_factor: int = 10
+    read_ahead_kb: int = 8192
+    max_sectors_kb: int = 4096
+    fault_around_bytes: int = 65536
+    prefault_young: bool = True
+    max_folio_order: int = 9                # ext4 large folios (6.16+) up to PMD order
+    lmk: bool = False
+    sample_ms: float = 10.0
+
+    def to_c(self, ffi):
+        if self.policy not in known_policies():
+            raise InputError(f"unknown policy {self.policy!r}; known: {', '.join(known_policies())}")
+        if not 0 <= int(self.swappiness) <= 200:
+            raise InputError(f"swappiness {self.swappiness} is outside 0..200")
+        mem = parse_size(self.mem, "--mem") if self.mem is not None else 0
+        memcg = parse_size(self.memcg_limit, "--memcg-limit") if self.memcg_limit is not None else 0
+        if not mem and not memcg:
+            raise InputError("no memory size: give --mem SIZE (device RAM) or --memcg-limit SIZE")
+        zram_pages, algo = 0, 0
+        if self.zram:
+            name, _, size = str(self.zram).partition(":")
+            if name not in ZRAM_ALGOS or not size:
+                raise InputError(f"--zram {self.zram!r}: expected ALGO:SIZE with ALGO one of "
+                                 f"{', '.join(ZRAM_ALGOS)} (e.g. lz4:2G)")
+            algo = ZRAM_ALGOS.index(name)
+            zram_pages = parse_size(size, "--zram size") // PAGE_SIZE
+        c = ffi.new("struct km_config *")
+        c.mem_pages = mem // PAGE_SIZE
+        c.memcg_limit_pages = memcg // PAGE_SIZE
+        if (mem and not c.mem_pages) or (memcg and not c.memcg_limit_pages):
+            raise InputError("memory size below one 4 KiB page")
+        c.swappiness = int(self.swappiness)
+        c.zram_pages = zram_pages
+        c.zram_algo = algo
+        c.min_free_kbytes = int(self.min_free_kbytes)
+        c.watermark_scale_factor = int(self.watermark_scale_factor)
+        c.ra_pages = int(self.read_ahead_kb) // 4
+        c.io_pages = int(self.max_sectors_kb) // 4
+        c.fault_around_pages = max(1, int(self.fault_around_bytes) // PAGE_SIZE)
+        c.prefault_young = int(bool(self.prefault_young))
+        c.max_folio_order = int(self.max_folio_order)
+        c.lmk = int(bool(self.lmk))
+        c.sample_ns = int(self.sample_ms * 1e6)
+        c.policy = self.policy.encode()
+        c.policy_param = int(self.policy_param)
+        return c
+
+
+@dataclass
+class Result:
+    summary: dict                          # kernel-named totals, plus accesses/misses and peaks
+    timeline: pd.DataFrame                 # sampled counters and gauges over trace time
+    per_phase: pd.DataFrame                # counter totals per phase name
+    per_process: pd.DataFrame              # counter totals per pid
+    files: pd.DataFrame                    # per file: pages added/deleted/resident
+    config: dict = field(default_factory=dict)
+
+
+class Emulator:
+    def __init__(self, config: Config | None = None, **kw):
+        self.config = config or Config(**kw)
+        self._c = self.config.to_c(ffi)    # validate early: bad configs fail before any work
+
+    def replay(self, trace: Trace, check_invariants: bool = False) -> Result:
+        validate(trace)
+        c = trace.cols
+        pids, task = np.unique(c["pid"], return_inverse=True)
+        task = task.astype(np.int32)
+        # mapping ids: dense, in order of creation (the core indexes vmas by id)
+        maps = c["map"].astype(np.int64)
+        mm = c["op"] == 2
+        created = maps[mm]
+        dense = np.full(int(maps.max(initial=-1)) + 2, -1, np.int32)
+        dense[created] = np.arange(len(created), dtype=np.int32)
+        mapcol = np.where(maps >= 0, dense[np.clip(maps, 0, None)], -1).astype(np.int32)
+        files = sorted(trace.meta.get("files", []), key=lambda f: f["id"])
+        fid_dense = {int(f["id"]): i for i, f in enumerate(files)}
+        arg = c["arg"].copy()
+        flags = c["flags"].copy()
+        if files and any(k != v for k, v in fid_dense.items()):
+            lut = np.vectorize(lambda x: fid_dense.get(int(x), x), otypes=[np.int64])
+            fm = mm & (arg >= 0)
+            arg[fm] = lut(arg[fm])
+            fa = np.isin(c["op"], [7, 11])
+            flags[fa] = lut(flags[fa].astype(np.int64)).astype(np.uint32)
+        file_pages = np.array([int(f["pages"]) for f in files], np.int64)
+        phases = list(trace.meta.get("phases", []))
+
+        emu = lib.km_new(self._c, len(files), ffi.from_buffer("int64_t[]", file_pages),
+                         len(phases), len(pids))
+        if emu == ffi.NULL:
+            raise InputError(f"unknown policy {self.config.policy!r}")
+        try:
+            cols = {k: np.ascontiguousarray(v) for k, v in
+                    dict(t=c["t"], task=task, op=c["op"], map=mapcol, page=c["page"],
+                         npages=c["npages"], arg=arg, flags=flags).items()}
+            rc = lib.km_replay(emu, len(trace),
+                               ffi.from_buffer("int64_t[]", cols["t"]),
+                               ffi.from_buffer("int32_t[]", cols["task"]),
+                               ffi.from_buffer("uint8_t[]", cols["op"]),
+                               ffi.from_buffer("int32_t[]", cols["map"]),
+                               ffi.from_buffer("int64_t[]", cols["page"]),
+                               ffi.from_buffer("int64_t[]", cols["npages"]),
+                               ffi.from_buffer("int64_t[]", cols["arg"]),
+                               ffi.from_buffer("uint32_t[]", cols["flags"]))
+            if rc != 0:
+                raise InputError("trace rejected by the emulator: " + ffi.string(lib.km_error(emu)).decode())
+            if check_invariants and lib.km_check_invariants(emu) != 0:
+                raise AssertionError("invariant broken: " + ffi.string(lib.km_error(emu)).decode())
+            return self._result(emu, pids, phases, files)
+        finally:
+            lib.km_free(emu)
+
+    def _result(self, emu, pids, phases, files) -> Result:
+        nc, ng = len(COUNTERS), len(GAUGES)
+        tot = np.zeros(nc, np.uint64)
+        lib.km_counters(emu, ffi.from_buffer("uint64_t[]", tot))
+        g = np.zeros(ng, np.int64)
+        lib.km_gauges(emu, ffi.from_buffer("int64_t[]", g))
+        rows = lib.km_timeline_rows(emu)
+        tl = np.zeros((rows, 2 + nc + ng), np.int64)
+        if rows:
+            lib.km_timeline(emu, ffi.from_buffer("int64_t[]", tl))
+        timeline = pd.DataFrame(tl, columns=["t", "phase"] + COUNTERS + GAUGES)
+        timeline["phase"] = [phases[i] if 0 <= i < len(phases) else "" for i in timeline["phase"]]
+        per_task = np.zeros((len(pids), nc), np.uint64)
+        lib.km_task_counters(emu, ffi.from_buffer("uint64_t[]", per_task))
+        per_phase = np.zeros((max(1, len(phases)), nc), np.uint64)
+        lib.km_phase_counters(emu, ffi.from_buffer("uint64_t[]", per_phase))
+        fs = np.zeros((len(files), 3), np.int64)
+        if files:
+            lib.km_file_stats(emu, ffi.from_buffer("int64_t[]", fs))
+        summary = {k: int(v) for k, v in zip(COUNTERS, tot)}
+        summary.update({k: int(v) for k, v in zip(GAUGES, g)})
+        summary["peak_resident_bytes"] = summary.pop("peak_resident") * PAGE_SIZE
+        summary["peak_memory_bytes"] = summary.pop("peak_memory") * PAGE_SIZE
+        return Result(
+            summary=summary,
+            timeline=timeline,
+            per_phase=pd.DataFrame(per_phase[:len(phases)].astype(np.int64), index=pd.Index(phases, name="phase"),
+                                   columns=COUNTERS),
+            per_process=pd.DataFrame(per_task.astype(np.int64), index=pd.Index(pids, name="pid"), columns=COUNTERS),
+            files=pd.DataFrame({"path": [f["path"] for f in files], "pages_added": fs[:, 0],
+                                "pages_deleted": fs[:, 1], "resident_pages": fs[:, 2]}),
+            config=asdict(self.config),
+        )
