@@ -10,7 +10,7 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
     int nr = 1 << order;
     int32_t task = e->cur_task;
     if (alloc_pages_may_reclaim(e, nr) < 0) return -1;
-    if (task >= 0 && !e->tasks[task].alive) return -1;
+    if (task >= 0 && !e->tasks[task].alive) { mem_cgroup_uncharge(e, nr); return -1; }
     struct object *o = &e->objs[obj];
     for (int i = 0; i < nr; i++)                  /* reclaim cannot add pages, but be exact */
         if (o->folio[index + i] >= 0) { mem_cgroup_uncharge(e, nr); return 0; }

@@ -45,6 +45,8 @@ int64_t km_timeline_rows(struct km_emu *e);
 /* rows of [t, phase, counters..., gauges...] */
 void km_timeline(struct km_emu *e, int64_t *out);
 void km_file_stats(struct km_emu *e, int64_t *out);           /* [nr_files][3]: added, deleted, resident */
+/* Per page of a file: 1 resident, 2 active, 4 unevictable, 8 referenced, 16 shadow entry. */
+void km_file_page_states(struct km_emu *e, int32_t file, uint8_t *out);
 int32_t km_check_invariants(struct km_emu *e);                /* 0 or a code; km_error() says which */
 int32_t km_policy_known(const char *name);
 #endif

@@ -18,8 +18,9 @@ int mem_cgroup_charge(struct km_emu *e, int64_t nr)
 {
     int retries = MAX_RECLAIM_RETRIES;
     while (e->memcg_usage + nr > e->memcg_limit) {
-        int64_t batch = nr > MEMCG_CHARGE_BATCH ? nr : MEMCG_CHARGE_BATCH;
-        int64_t got = try_to_free_pages(e, batch, RECLAIM_MEMCG);   /* try_to_free_mem_cgroup_pages */
+        /* try_charge_memcg() asks for nr_pages (not the charge batch); the callee rounds up to
+         * SWAP_CLUSTER_MAX */
+        int64_t got = try_to_free_pages(e, nr, RECLAIM_MEMCG);   /* try_to_free_mem_cgroup_pages */
         if (e->memcg_usage + nr <= e->memcg_limit) break;
         if (got > 0 || retries-- > 0) continue;
         if (out_of_memory(e, 1) <= 0) return -1;          /* mem_cgroup_out_of_memory(): none to kill */

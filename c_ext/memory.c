@@ -13,6 +13,11 @@ static void set_pte(struct km_emu *e, struct vma *v, int64_t p, uint8_t bits, fo
         e->tasks[v->task].rss++;
     }
     v->pte[p] = bits | PTE_PRESENT;
+    if (f >= 0 && (v->flags & MAP_F_LOCKED) && !(e->folios[f].flags & PG_unevictable)) {
+        lruvec_del_folio(e, f);                          /* mlock_new_folio(): straight to unevictable */
+        e->folios[f].flags |= PG_unevictable;
+        lruvec_add_folio(e, f, LRU_UNEVICTABLE);
+    }
 }
 
 /* Allocate a folio with the charge and reclaim that entails; -1 when the task died (OOM). */
@@ -20,7 +25,7 @@ static folio_id alloc_charged(struct km_emu *e, int order)
 {
     int32_t task = e->cur_task;
     if (alloc_pages_may_reclaim(e, 1 << order) < 0) return -1;
-    if (task >= 0 && !e->tasks[task].alive) return -1;
+    if (task >= 0 && !e->tasks[task].alive) { mem_cgroup_uncharge(e, 1 << order); return -1; }
     return folio_alloc(e, order);
 }
 

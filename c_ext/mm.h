@@ -15,7 +15,6 @@
 #define MAX_SWAPPINESS 200
 #define MMAP_LOTSAMISS 100
 #define MAX_RECLAIM_RETRIES 16
-#define MEMCG_CHARGE_BATCH 64
 
 /* Trace ops: values fixed by kmemsim/trace.py (Op). */
 enum { OP_PROC_START, OP_PROC_EXIT, OP_MMAP, OP_MUNMAP, OP_READ, OP_WRITE, OP_MADVISE, OP_FADVISE,
@@ -119,7 +118,7 @@ struct task {
     X(nr_free_pages) X(nr_inactive_anon) X(nr_active_anon) X(nr_inactive_file) X(nr_active_file) \
     X(nr_unevictable) X(nr_file_pages) X(nr_anon_pages) X(nr_weight_file_pages) X(memcg_usage) \
     X(zram_orig_data_size) X(zram_compr_data_size) X(zram_mem_used_total) X(zram_same_pages) \
-    X(zram_huge_pages) X(nr_swapped) X(peak_resident) X(peak_memory)
+    X(zram_huge_pages) X(nr_swapped) X(peak_resident) X(peak_memory) X(wmark_min) X(wmark_low) X(wmark_high)
 
 #define ENUM_ITEM(n) VM_##n,
 enum { KM_COUNTERS(ENUM_ITEM) NR_VM_COUNTERS };

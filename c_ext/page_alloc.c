@@ -90,7 +90,6 @@ int alloc_pages_may_reclaim(struct km_emu *e, int64_t nr)
         if (!killed) {
             if (try_to_free_pages(e, SWAP_CLUSTER_MAX, RECLAIM_DIRECT) > 0) { no_progress = 0; continue; }
             if (no_progress++ < MAX_RECLAIM_RETRIES) continue;
-            if (free_pages(e) - nr >= 0) return 0;        /* below min, but the pages exist */
             killed = out_of_memory(e, 0) == 1;
         }
         if (!killed || (e->cur_task >= 0 && !e->tasks[e->cur_task].alive)) {

@@ -169,6 +169,20 @@ void km_file_stats(struct km_emu *e, int64_t *out)
     }
 }
 
+void km_file_page_states(struct km_emu *e, int32_t file, uint8_t *out)
+{
+    struct object *o = &e->objs[e->file_obj[file]];
+    for (int64_t p = 0; p < o->npages; p++) {
+        folio_id id = o->folio[p];
+        uint8_t s = o->shadow[p] ? 16 : 0;
+        if (id >= 0) {
+            uint16_t fl = e->folios[id].flags;
+            s |= 1 | (fl & PG_active ? 2 : 0) | (fl & PG_unevictable ? 4 : 0) | (fl & PG_referenced ? 8 : 0);
+        }
+        out[p] = s;
+    }
+}
+
 /* Invariants the tests check after every replay: each resident folio on exactly one list, list
  * sizes equal their counters, page-table and page-cache views agree, nothing negative. */
 int32_t km_check_invariants(struct km_emu *e)

@@ -68,6 +68,7 @@ static enum folio_references folio_check_references(struct km_emu *e, folio_id i
     int referenced_ptes = folio_referenced(e, id, &vm_flags);
     enum folio_references ret;
     if (vm_flags & MAP_F_LOCKED) {
+        f->flags |= PG_unevictable;                   /* now marked mlocked: to the unevictable list */
         ret = FOLIOREF_ACTIVATE;
     } else {
         int referenced_folio = f->flags & PG_referenced;

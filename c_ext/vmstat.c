@@ -55,6 +55,9 @@ void gauges(struct km_emu *e, int64_t *g)
     g[VM_nr_swapped] = e->zram_used_slots;
     g[VM_peak_resident] = e->peak_used;
     g[VM_peak_memory] = e->peak_memory;
+    g[VM_wmark_min] = e->wmark_min;
+    g[VM_wmark_low] = e->wmark_low;
+    g[VM_wmark_high] = e->wmark_high;
 }
 
 void km_counters(struct km_emu *e, uint64_t *out) { memcpy(out, e->vm, sizeof e->vm); }

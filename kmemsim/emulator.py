@@ -106,6 +106,11 @@ class Config:
         return c
 
 
+class PageState:
+    """Bits of Result.page_states (km_file_page_states in c_ext/replay.c)."""
+    RESIDENT, ACTIVE, UNEVICTABLE, REFERENCED, SHADOW = 1, 2, 4, 8, 16
+
+
 @dataclass
 class Result:
     summary: dict                          # kernel-named totals, plus accesses/misses and peaks
@@ -113,6 +118,7 @@ class Result:
     per_phase: pd.DataFrame                # counter totals per phase name
     per_process: pd.DataFrame              # counter totals per pid
     files: pd.DataFrame                    # per file: pages added/deleted/resident
+    page_states: dict = field(default_factory=dict)   # path -> per-page bits (PageState)
     config: dict = field(default_factory=dict)
 
 
@@ -190,6 +196,11 @@ class Emulator:
         fs = np.zeros((len(files), 3), np.int64)
         if files:
             lib.km_file_stats(emu, ffi.from_buffer("int64_t[]", fs))
+        states = {}
+        for i, f in enumerate(files):
+            st = np.zeros(int(f["pages"]), np.uint8)
+            lib.km_file_page_states(emu, i, ffi.from_buffer("uint8_t[]", st))
+            states[f["path"]] = st
         summary = {k: int(v) for k, v in zip(COUNTERS, tot)}
         summary.update({k: int(v) for k, v in zip(GAUGES, g)})
         summary["peak_resident_bytes"] = summary.pop("peak_resident") * PAGE_SIZE
@@ -202,5 +213,6 @@ class Emulator:
             per_process=pd.DataFrame(per_task.astype(np.int64), index=pd.Index(pids, name="pid"), columns=COUNTERS),
             files=pd.DataFrame({"path": [f["path"] for f in files], "pages_added": fs[:, 0],
                                 "pages_deleted": fs[:, 1], "resident_pages": fs[:, 2]}),
+            page_states=states,
             config=asdict(self.config),
         )

@@ -1,0 +1,442 @@
+"""One tiny scenario per mechanism of the C core, each worked out by hand from the kernel function
+it names (Linux 6.x, classic LRU). Small limits make the arithmetic visible."""
+import numpy as np
+import pytest
+
+from kmemsim.emulator import Config, Emulator, PageState
+from kmemsim.errors import InputError
+from kmemsim.trace import Advice, MapFlag, Op, PageClass, TraceBuilder
+
+SHARED_RO = MapFlag.SHARED | MapFlag.READ
+ANON_RW = MapFlag.READ | MapFlag.WRITE
+# No readahead, no fault-around: one page per fault, so counts can be worked out by hand.
+PLAIN = dict(read_ahead_kb=0, fault_around_bytes=4096, max_folio_order=0, sample_ms=0)
+
+
+class T:
+    """A little trace writer: one process, a clock that ticks per event."""
+
+    def __init__(self, file_pages=4096):
+        self.b = TraceBuilder("test")
+        self.t = 0
+        self.f = self.b.file("/model", file_pages)
+        self.b.process(self.tick(), 1, "p")
+
+    def tick(self):
+        self.t += 1
+        return self.t
+
+    def mmap(self, npages, file=True, flags=SHARED_RO, cls=PageClass.HEAP, pgoff=0):
+        return self.b.mmap(self.tick(), 1, "m", npages, file=self.f if file else -1, pgoff=pgoff,
+                           flags=flags, cls=cls)
+
+    def read(self, m, page, n=1):
+        self.b.event(self.tick(), 1, Op.READ, m, page, n)
+
+    def write(self, m, page, n=1):
+        self.b.event(self.tick(), 1, Op.WRITE, m, page, n)
+
+    def fread(self, page, n=1):
+        """read(2) of single pages, one event each (as a buffered reader would)."""
+        for p in range(page, page + n):
+            self.b.event(self.tick(), 1, Op.FREAD, -1, p, 1, 0, self.f)
+
+    def op(self, op, m=-1, page=0, n=0, arg=0, flags=0):
+        self.b.event(self.tick(), 1, op, m, page, n, arg, flags)
+
+    def run(self, **cfg):
+        kw = dict(PLAIN)
+        kw.update(cfg)
+        return Emulator(Config(**kw)).replay(self.b.build(), check_invariants=True)
+
+
+def state(res, page):
+    return int(res.page_states["/model"][page])
+
+
+def test_folio_check_references_second_reference_activates():
+    # folio_check_references(): a mapped folio with one PTE reference is KEPT with PG_referenced
+    # set ("look twice"); referenced again by the next scan it is ACTIVATED, while the one that was
+    # not touched again comes back without a young PTE and is reclaimed (FOLIOREF_RECLAIM_CLEAN).
+    tr = T()
+    m = tr.mmap(4096)
+    tr.read(m, 0)            # A: referenced once
+    tr.read(m, 1)            # B
+    tr.fread(100, 64)        # pressure: 64 read(2) pages through a 64-page cgroup; scans A and B once
+    tr.read(m, 1)            # B referenced again
+    tr.fread(200, 64)        # second pressure round reaches A and B again
+    res = tr.run(memcg_limit=64 * 4096)
+    assert not state(res, 0) & PageState.RESIDENT
+    assert state(res, 1) & PageState.ACTIVE
+    assert state(res, 0) & PageState.SHADOW
+
+
+def test_unmapped_read_pages_reclaimed_before_mapped():
+    # folio_check_references(): no PTE references and PG_referenced on a file folio ->
+    # FOLIOREF_RECLAIM_CLEAN, while a mapped young page is kept for another trip.
+    tr = T()
+    m = tr.mmap(4096)
+    tr.read(m, 0)
+    tr.fread(1, 1)
+    tr.fread(300, 63)
+    tr.fread(400, 2)         # two more pages: reclaim takes from the tail
+    res = tr.run(memcg_limit=64 * 4096)
+    assert state(res, 0) & PageState.RESIDENT
+    assert not state(res, 1) & PageState.RESIDENT
+
+
+def test_mark_accessed_twice_activates():
+    # folio_mark_accessed(): inactive,unreferenced -> inactive,referenced -> active.
+    tr = T()
+    tr.fread(5, 1)
+    tr.fread(6, 1)
+    tr.fread(6, 1)
+    res = tr.run(memcg_limit=64 * 4096)
+    assert state(res, 5) == PageState.RESIDENT | PageState.REFERENCED
+    assert state(res, 6) & PageState.ACTIVE
+    assert res.summary["pgactivate"] == 1
+
+
+def test_shrink_active_list_keeps_referenced_exec_file_folios():
+    # shrink_active_list(): a referenced VM_EXEC file folio gets another trip around the active
+    # list (nr_rotated); a referenced non-exec one is deactivated all the same.
+    def run(flags):
+        tr = T()
+        m = tr.mmap(64, flags=flags)
+        tr.fread(0, 64); tr.fread(0, 64)            # folio_mark_accessed() twice: active
+        for k in range(4):
+            tr.read(m, 0, 64)                       # young PTEs on the active pages
+            tr.fread(1000 + 100 * k, 100)           # pressure; the inactive list is low -> refill
+        return tr.run(memcg_limit=128 * 4096)
+    exe, data = run(SHARED_RO | MapFlag.EXEC), run(SHARED_RO)
+    # only the exec folios rotate: pgrefill counts every scan, pgdeactivate only the demoted ones
+    assert exe.summary["pgrefill"] > exe.summary["pgdeactivate"]
+    assert data.summary["pgrefill"] == data.summary["pgdeactivate"]
+    active = lambda r: int(((r.page_states["/model"][:64] & PageState.ACTIVE) > 0).sum())
+    assert active(exe) > active(data)
+
+
+def test_workingset_refault_within_distance_activates():
+    # workingset_refault(): refault distance = nonresident_age now - at eviction; activate when it
+    # is <= the workingset size (NR_ACTIVE_FILE without swap). 400 active pages in a 1024-page
+    # cgroup; X is evicted in a 32-page reclaim batch (SWAP_CLUSTER_MAX) and refaults after a few
+    # dozen evictions -> activated; after 2000 more evictions -> not.
+    def run(gap):
+        tr = T(file_pages=8192)
+        tr.fread(0, 400); tr.fread(0, 400)          # 400 active pages
+        tr.fread(1000, 1)                           # X
+        tr.fread(2000, 624 + gap)                   # pushes X out, then `gap` more evictions
+        tr.fread(1000, 1)                           # refault X
+        return tr.run(memcg_limit=1024 * 4096)
+    near, far = run(2), run(2000)
+    assert near.summary["workingset_refault_file"] >= 1
+    assert near.summary["workingset_activate_file"] == 1
+    assert state(near, 1000) & PageState.ACTIVE
+    assert far.summary["workingset_refault_file"] >= 1
+    assert far.summary["workingset_activate_file"] == 0
+    assert not state(far, 1000) & PageState.ACTIVE
+
+
+def test_swappiness_zero_never_swaps_with_file_pages():
+    # get_scan_count(): cgroup reclaim with swappiness 0 -> SCAN_FILE; swappiness 200 -> the file
+    # fraction fp = (200 - 200) * ... = 0, so anon takes the pressure.
+    def run(swappiness):
+        tr = T(file_pages=8192)
+        a = tr.mmap(100, file=False, flags=ANON_RW)
+        tr.write(a, 0, 100)
+        m = tr.mmap(8192)
+        tr.read(m, 0, 2000)
+        return tr.run(memcg_limit=256 * 4096, zram="lz4:64M", swappiness=swappiness)
+    assert run(0).summary["pswpout"] == 0
+    assert run(200).summary["pswpout"] > 0
+
+
+def test_no_swap_device_never_swaps_anon():
+    # get_scan_count(): no free swap -> SCAN_FILE; anon stays resident.
+    tr = T(file_pages=8192)
+    a = tr.mmap(100, file=False, flags=ANON_RW)
+    tr.write(a, 0, 100)
+    m = tr.mmap(8192)
+    tr.read(m, 0, 2000)
+    res = tr.run(memcg_limit=256 * 4096, swappiness=200)
+    assert res.summary["pswpout"] == 0
+    assert res.summary["nr_anon_pages"] == 100
+
+
+def _swap_out(cls, algo="lz4", pages=200):
+    tr = T()
+    a = tr.mmap(pages, file=False, flags=ANON_RW, cls=cls)
+    tr.write(a, 0, pages)
+    b = tr.mmap(pages, file=False, flags=ANON_RW)
+    tr.write(b, 0, pages)          # second region pushes the first out (memcg 256 pages)
+    return tr.run(memcg_limit=256 * 4096, zram=f"{algo}:64M", swappiness=200)
+
+
+def test_zero_page_costs_no_zram_memory():
+    # zram_write_page() -> zram_same_page_write(): same-filled pages store no data.
+    res = _swap_out(PageClass.ZERO)
+    s = res.summary
+    assert s["pswpout"] > 0
+    assert s["zram_same_pages"] + s["pswpin"] >= s["pswpout"] - s["pswpin"]
+    zero_swapped = s["zram_same_pages"]
+    assert zero_swapped > 0
+    assert s["zram_compr_data_size"] == (s["nr_swapped"] - zero_swapped) * 1588
+
+
+def test_zram_size_classes_and_huge_pages():
+    # lz4 on mixed heap data: ratio 2.58 -> 4096/2.58 = 1588 bytes, + 8 B handle -> 1600-byte class
+    # (zs_malloc, ZS_SIZE_CLASS_DELTA 16). fp16 KV compresses past 3/4 of a page -> stored raw
+    # (huge_class_size, zram_write_page()).
+    heap = _swap_out(PageClass.HEAP).summary
+    n = heap["nr_swapped"]
+    assert heap["zram_compr_data_size"] == n * 1588
+    assert heap["zram_mem_used_total"] == -(-n * 1600 // 4096) * 4096
+    kv = _swap_out(PageClass.KV_F16).summary
+    assert kv["zram_huge_pages"] > 0
+    assert kv["zram_compr_data_size"] == kv["zram_huge_pages"] * 4096 + \
+        (kv["nr_swapped"] - kv["zram_huge_pages"]) * 1588
+
+
+def test_swap_in_on_fault_frees_the_slot():
+    # do_swap_page() with SWP_SYNCHRONOUS_IO (zram): major fault, read into a new folio, slot freed.
+    tr = T()
+    a = tr.mmap(200, file=False, flags=ANON_RW)
+    tr.write(a, 0, 200)
+    b = tr.mmap(200, file=False, flags=ANON_RW)
+    tr.write(b, 0, 200)
+    tr.read(a, 0, 200)
+    res = tr.run(memcg_limit=256 * 4096, zram="lz4:64M", swappiness=200)
+    s = res.summary
+    assert s["pswpin"] > 0
+    assert s["pgmajfault"] == s["pswpin"]
+    assert s["nr_swapped"] == s["pswpout"] - s["pswpin"]
+
+
+def test_kswapd_wakes_below_low_and_stops_at_high():
+    # wakeup_kswapd() when free - request < low watermark; balance_pgdat() until free >= high.
+    # 64 MiB: min_free_kbytes = int_sqrt(65536 * 16) = 1024 -> min 256 pages; watermark_scale_factor
+    # 10 gives 16 pages < min/4 = 64, so low = 320 and high = 384 (__setup_per_zone_wmarks()).
+    total = 16384
+    def run(n):
+        tr = T(file_pages=total)
+        tr.fread(0, n)
+        return tr.run(mem=total * 4096)
+    before = run(total - 320).summary                # free stays at the low watermark
+    assert (before["wmark_min"], before["wmark_low"], before["wmark_high"]) == (256, 320, 384)
+    assert before["kswapd_wake"] == 0
+    after = run(total - 319).summary                 # one page more: below low
+    assert after["kswapd_wake"] == 1
+    assert after["pgsteal_kswapd"] >= 64
+    assert after["nr_free_pages"] >= 384 - 1
+    assert after["allocstall"] == 0
+
+
+def test_direct_reclaim_when_kswapd_cannot_keep_up():
+    # __alloc_pages_direct_reclaim(): mlocked pages cannot be reclaimed, so kswapd fails and
+    # allocations below min stall in direct reclaim, then the OOM killer.
+    tr = T(file_pages=16384)
+    m = tr.mmap(16384)
+    tr.op(Op.MLOCK, m, 0, 16300)             # more than total - min watermark
+    res = tr.run(mem=16384 * 4096)
+    assert res.summary["kswapd_wake"] >= 1
+    assert res.summary["allocstall"] >= 1
+    assert res.summary["oom_kill"] == 1
+
+
+def test_lmkd_kills_highest_oom_score_adj_first():
+    # lmkd (Android): under pressure it kills the process with the highest oom_score_adj.
+    b = TraceBuilder("lmk")
+    b.process(0, 10, "fg", oom_score_adj=0)
+    b.process(1, 20, "cached", oom_score_adj=900)
+    a = b.mmap(2, 20, "heap", 8000, flags=ANON_RW)
+    b.event(3, 20, Op.WRITE, a, 0, 8000)
+    f = b.mmap(4, 10, "heap", 16000, flags=ANON_RW)
+    b.event(5, 10, Op.WRITE, f, 0, 16000)
+    res = Emulator(Config(mem=16384 * 4096, lmk=True, sample_ms=0)).replay(b.build(), check_invariants=True)
+    assert res.summary["lmk_kill"] >= 1
+    assert res.per_process.loc[10, "pgfault"] == 16000  # the foreground app ran to the end
+
+
+def test_memcg_page_cache_charged_zram_not():
+    # mem_cgroup_charge() charges page cache; zram's pool lives outside the cgroup.
+    tr = T(file_pages=8192)
+    a = tr.mmap(300, file=False, flags=ANON_RW)
+    tr.write(a, 0, 300)
+    m = tr.mmap(8192)
+    tr.read(m, 0, 1000)
+    res = tr.run(memcg_limit=256 * 4096, zram="lz4:64M", swappiness=100)
+    s = res.summary
+    assert s["memcg_usage"] <= 256
+    assert s["peak_resident_bytes"] <= 256 * 4096
+    assert s["zram_mem_used_total"] > 0
+
+
+def test_read_around_window_and_fadvise_sequential():
+    # do_sync_mmap_readahead(): read-around of ra_pages centred on the fault; POSIX_FADV_SEQUENTIAL
+    # doubles the file's ra_pages (generic_fadvise()).
+    def run(advice):
+        tr = T(file_pages=4096)
+        m = tr.mmap(4096)
+        if advice is not None:
+            tr.op(Op.FADVISE, -1, 0, 4096, advice, tr.f)
+        tr.read(m, 1000)
+        return tr.run(mem=1 << 30, read_ahead_kb=128, fault_around_bytes=65536)
+    plain, seq = run(None), run(Advice.SEQUENTIAL)
+    assert plain.summary["pgpgin"] == 32       # ra_pages = 128 KiB / 4 KiB
+    assert seq.summary["pgpgin"] == 64
+    st = plain.page_states["/model"]
+    assert (st[1000 - 16:1000 + 16] & PageState.RESIDENT).all()
+    assert plain.summary["pgmajfault"] == 1
+
+
+def test_mmap_miss_stops_read_around():
+    # do_sync_mmap_readahead(): more than MMAP_LOTSAMISS (100) misses without hits -> no read-around.
+    tr = T(file_pages=100000)
+    m = tr.mmap(100000)
+    for i in range(150):
+        tr.read(m, i * 600)                     # far apart: read-around never hits
+    res = tr.run(mem=1 << 30, read_ahead_kb=128, fault_around_bytes=65536)
+    s = res.summary
+    assert s["pgmajfault"] == 150
+    assert s["pgpgin"] == 100 * 32 + 50        # 100 read-arounds; the 101st miss stops them
+
+
+def test_async_readahead_streams_a_sequential_scan():
+    # do_async_mmap_readahead(): reaching the PG_readahead folio pushes the window forward, so a
+    # sequential scan takes one major fault and then only minor ones.
+    tr = T(file_pages=8192)
+    m = tr.mmap(8192)
+    tr.op(Op.FADVISE, -1, 0, 8192, Advice.SEQUENTIAL, tr.f)
+    tr.read(m, 0, 8192)
+    res = tr.run(mem=1 << 30, read_ahead_kb=128, fault_around_bytes=65536, max_folio_order=9)
+    assert res.summary["pgmajfault"] == 1
+    assert res.summary["pgpgin"] == 8192
+
+
+def test_madvise_random_disables_readahead():
+    # do_sync_mmap_readahead(): VM_RAND_READ -> no readahead at all.
+    tr = T(file_pages=4096)
+    m = tr.mmap(4096)
+    tr.op(Op.MADVISE, m, 0, 4096, Advice.RANDOM)
+    tr.read(m, 0, 64)
+    res = tr.run(mem=1 << 30, read_ahead_kb=128, fault_around_bytes=65536)
+    assert res.summary["pgpgin"] == 64
+    assert res.summary["pgmajfault"] == 64
+
+
+def test_fault_around_maps_cached_neighbours():
+    # do_fault_around() -> filemap_map_pages(): cached pages in the 16-page window get mapped, so
+    # touching them later takes no fault.
+    tr = T(file_pages=64)
+    tr.fread(0, 16)
+    m = tr.mmap(64)
+    tr.read(m, 0, 16)
+    res = tr.run(mem=1 << 30, fault_around_bytes=65536)
+    assert res.summary["pgfault"] == 1
+    assert res.summary["fault_around_pages"] == 15
+
+
+def test_willneed_reads_at_most_io_pages():
+    # force_page_cache_ra(): WILLNEED reads at most max(io_pages, ra_pages) pages.
+    tr = T(file_pages=8192)
+    tr.op(Op.FADVISE, -1, 0, 8192, Advice.WILLNEED, tr.f)
+    res = tr.run(mem=1 << 30, read_ahead_kb=128, max_sectors_kb=1024)
+    assert res.summary["pgpgin"] == 256
+
+
+def test_madvise_pageout_and_cold():
+    # madvise_cold_or_pageout_pte_range(): PAGEOUT reclaims our anon pages now (reclaim_pages()),
+    # COLD only moves them to the inactive list.
+    tr = T()
+    a = tr.mmap(50, file=False, flags=ANON_RW)
+    tr.write(a, 0, 50)
+    tr.op(Op.MADVISE, a, 0, 20, Advice.PAGEOUT)
+    res = tr.run(memcg_limit=1 << 30, zram="lz4:64M")
+    assert res.summary["pswpout"] == 20
+    assert res.summary["nr_anon_pages"] == 30
+
+
+def test_madvise_dontneed_frees_anon_and_keeps_file_cache():
+    # zap_page_range(): anonymous pages are freed, file pages only unmapped.
+    tr = T(file_pages=64)
+    a = tr.mmap(10, file=False, flags=ANON_RW)
+    tr.write(a, 0, 10)
+    m = tr.mmap(64)
+    tr.read(m, 0, 10)
+    tr.op(Op.MADVISE, a, 0, 10, Advice.DONTNEED)
+    tr.op(Op.MADVISE, m, 0, 10, Advice.DONTNEED)
+    res = tr.run(memcg_limit=1 << 30)
+    assert res.summary["nr_anon_pages"] == 0
+    assert res.summary["nr_file_pages"] == 10
+
+
+def test_mlock_is_unevictable_and_munmap_frees():
+    # mlock: folios move to LRU_UNEVICTABLE and survive pressure; munmap/exit free anon memory.
+    tr = T(file_pages=4096)
+    m = tr.mmap(4096)
+    tr.op(Op.MLOCK, m, 0, 32)
+    tr.fread(100, 200)
+    res = tr.run(memcg_limit=64 * 4096)
+    assert (res.page_states["/model"][:32] & PageState.UNEVICTABLE).all()
+    assert res.summary["nr_unevictable"] == 32
+    tr = T()
+    a = tr.mmap(10, file=False, flags=ANON_RW)
+    tr.write(a, 0, 10)
+    tr.op(Op.MUNMAP, a, 0, 10)
+    assert tr.run(memcg_limit=1 << 30).summary["nr_anon_pages"] == 0
+    tr = T()
+    a = tr.mmap(10, file=False, flags=ANON_RW)
+    tr.write(a, 0, 10)
+    tr.op(Op.PROC_EXIT)
+    assert tr.run(memcg_limit=1 << 30).summary["nr_anon_pages"] == 0
+
+
+def test_page_cache_shared_between_processes():
+    # One address_space per file: a second process mapping the same file finds the pages cached.
+    b = TraceBuilder("shared")
+    f = b.file("/model", 64)
+    b.process(0, 1, "a")
+    b.process(1, 2, "b")
+    m1 = b.mmap(2, 1, "w", 64, file=f, flags=SHARED_RO)
+    m2 = b.mmap(3, 2, "w", 64, file=f, flags=SHARED_RO)
+    b.event(4, 1, Op.READ, m1, 0, 64)
+    b.event(5, 2, Op.READ, m2, 0, 64)
+    res = Emulator(Config(memcg_limit=1 << 30, **PLAIN)).replay(b.build(), check_invariants=True)
+    assert res.summary["pgpgin"] == 64
+    assert res.per_process.loc[2, "pgmajfault"] == 0
+
+
+def test_zero_page_on_anonymous_read():
+    # do_anonymous_page(): a read fault maps the shared zero page; no memory until written.
+    tr = T()
+    a = tr.mmap(100, file=False, flags=ANON_RW)
+    tr.read(a, 0, 100)
+    res = tr.run(memcg_limit=1 << 30)
+    assert res.summary["nr_anon_pages"] == 0
+    tr.write(a, 0, 100)
+    assert tr.run(memcg_limit=1 << 30).summary["nr_anon_pages"] == 100
+
+
+def test_lru_note_cost_shifts_pressure_to_the_cheaper_list():
+    # lru_note_cost(): rotations and I/O on one list make get_scan_count() scan the other more.
+    # Refaulting file pages (thrash) pushes reclaim towards anon at swappiness 60.
+    tr = T(file_pages=512)
+    a = tr.mmap(200, file=False, flags=ANON_RW)
+    tr.write(a, 0, 200)
+    m = tr.mmap(512)
+    for _ in range(6):
+        tr.read(m, 0, 300)
+    res = tr.run(memcg_limit=400 * 4096, zram="lz4:64M", swappiness=60)
+    assert res.summary["workingset_refault_file"] > 0
+    assert res.summary["pswpout"] > 0
+
+
+def test_unknown_policy_and_bad_config():
+    with pytest.raises(InputError, match="unknown policy"):
+        Emulator(Config(mem="1G", policy="nope"))
+    with pytest.raises(InputError, match="swappiness"):
+        Emulator(Config(mem="1G", swappiness=201))
+    with pytest.raises(InputError):
+        Emulator(Config(mem=0))
+    with pytest.raises(InputError, match="no memory size"):
+        Emulator(Config())
