@@ -33,10 +33,14 @@ asan: setup
 	KMEMSIM_SANITIZE=1 $(PY) c_ext/build.py build/asan
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	KMEMSIM_CORE_PATH=build/asan $(VENV)/bin/pytest -q -x -m 'not live and not llama' -p no:cacheprovider tests
+	KMEMSIM_CORE_PATH=build/asan $(VENV)/bin/pytest -q -x -p no:cacheprovider tests/test_core_mechanisms.py tests/test_core_invariants.py
 
 bench: setup
 	$(PY) -m kmemsim.bench
+
+## bench-record: llama.cpp decode tokens/s bare vs under `kmemsim run` (recorder attached); target <= 3%
+bench-record: setup
+	$(PY) -m kmemsim.bench_record
 
 clean:
 	rm -rf build $(VENV) *.egg-info kmemsim/_core*.so

@@ -9,7 +9,7 @@ struct km_config {
     int32_t swappiness;           /* 0..200 (vm.swappiness / memory.swappiness) */
     int64_t zram_pages;           /* zram disksize in pages; 0 = no swap */
     int32_t zram_algo;            /* index into zram.c's table: 0 lzo-rle, 1 lzo, 2 lz4, 3 zstd */
-    int64_t min_free_kbytes;      /* 0 = computed as init_per_zone_wmark_min() does */
+    int64_t min_free_kbytes;      /* 0 = computed as init_per_zone_wmark_min() does; -1 = no watermarks */
     int32_t watermark_scale_factor;
     int64_t ra_pages;             /* bdi read_ahead_kb / 4 */
     int64_t io_pages;             /* bdi io_pages (max_sectors_kb / 4) */

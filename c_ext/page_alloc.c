@@ -12,6 +12,7 @@ void setup_per_zone_wmarks(struct km_emu *e)
 {
     if (!e->total_pages) return;
     int64_t min_kb = e->cfg.min_free_kbytes;
+    if (min_kb < 0) { e->wmark_min = e->wmark_low = e->wmark_high = 0; return; }   /* none */
     if (!min_kb) {
         int64_t lowmem_kb = e->total_pages * 4, r = 0;
         while ((r + 1) * (r + 1) <= lowmem_kb * 16) r++;

@@ -8,8 +8,8 @@ static void lru_init(struct km_emu *e)
     e->cfg.ra_pages = 0;
     e->cfg.fault_around_pages = 1;
     e->cfg.max_folio_order = 0;
-    e->zram_disk_pages = 0;
-    e->wmark_min = e->wmark_low = e->wmark_high = 0;
+    e->cfg.zram_pages = 0;
+    e->cfg.min_free_kbytes = -1;                     /* no watermarks: evict only when full */
 }
 
 static int lru_add(struct km_emu *e, struct folio *f) { (void)e; (void)f; return LRU_INACTIVE_FILE; }

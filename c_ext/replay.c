@@ -26,6 +26,7 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
     struct km_emu *e = xcalloc(1, sizeof *e);
     e->cfg = *cfg;
     e->policy = pol;
+    if (pol->init) pol->init(e);                  /* may adjust the config before anything uses it */
     e->free_folio = -1;
     for (int l = 0; l < NR_LRU_LISTS; l++) e->lru[l].head = e->lru[l].tail = -1;
     e->nr_files = nr_files;
@@ -34,7 +35,7 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
         int32_t o = anon_object_new(e, file_pages[f], 0);
         e->objs[o].kind = OBJ_FILE;
         e->objs[o].file_id = f;
-        e->objs[o].ra.ra_pages = cfg->ra_pages;
+        e->objs[o].ra.ra_pages = e->cfg.ra_pages;
         e->objs[o].ra.prev_pos = -1;
         e->file_obj[f] = o;
     }
@@ -46,11 +47,10 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
     e->nr_tasks = nr_tasks;
     e->cur_task = -1;
     e->cur_phase = -1;
-    e->total_pages = cfg->mem_pages;
-    e->memcg_limit = cfg->memcg_limit_pages;
+    e->total_pages = e->cfg.mem_pages;
+    e->memcg_limit = e->cfg.memcg_limit_pages;
     setup_per_zone_wmarks(e);
     zram_init(e);
-    if (pol->init) pol->init(e);
     return e;
 }
 

@@ -1,0 +1,23 @@
+/* oom: the OOM killer picked a recorded process (memcg OOM when the limit cannot be met). */
+struct oom_event {
+    EVENT_HEADER
+    u64 victim;
+    u64 total_vm;       /* kB, as the tracepoint reports */
+    u64 anon_rss;
+    u64 file_rss;
+    u64 shmem_rss;
+    u64 oom_score_adj;
+};
+BPF_PERF_OUTPUT(oom_events);
+
+TRACEPOINT_PROBE(oom, mark_victim) {
+    u32 victim = args->pid;
+    if (!tracked.lookup(&victim))
+        return 0;
+    struct oom_event e = {};
+    FILL_HEADER(e);
+    e.victim = victim; e.total_vm = args->total_vm; e.anon_rss = args->anon_rss;
+    e.file_rss = args->file_rss; e.shmem_rss = args->shmem_rss; e.oom_score_adj = args->oom_score_adj;
+    oom_events.perf_submit(args, &e, sizeof(e));
+    return 0;
+}

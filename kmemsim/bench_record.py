@@ -1,0 +1,139 @@
+"""`make bench-record` (python -m kmemsim.bench_record): what the recorder costs real llama.cpp.
+
+Decode tokens per second of llama-cpp-python on a synthetic GGUF (kmemsim/synth.py), measured inside
+one long-lived inference process, alternately bare and with the recorder attached to it (every probe,
+counters sampled every 10 ms, as `kmemsim record --pid`), `--rounds` pairs with alternating order;
+the median of the paired ratios is the result. Target (issue 4): the
+recorder slows decoding by at most 3%. Needs root (the recorder does) and llama-cpp-python.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# A small llama: 8 layers of Llama-3.2-1B width, ~0.4 GB in q8_0; big enough that decode is memory-
+# bound like real inference, small enough to write in seconds.
+SHAPE = dict(arch="llama", n_layer=8, n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, n_vocab=32000)
+
+
+def worker(model, threads):
+    """The measured process: load and warm up once, then for each line N on stdin decode N tokens and
+    print tokens per second (timed inside this process, so the driver's own work is not counted)."""
+    from llama_cpp import Llama
+    llm = Llama(model_path=model, n_ctx=2048, n_threads=threads, verbose=False)
+    prompt = [1] + list(range(300, 316))
+    llm.eval(prompt)                                            # warm-up
+    print("ready", flush=True)
+    for line in sys.stdin:
+        n = int(line)
+        llm.reset()
+        llm.eval(prompt)
+        t, c = time.perf_counter(), time.process_time()
+        for i in range(n):
+            llm.eval([400 + i % 1000])
+        print(n / (time.perf_counter() - t), (time.process_time() - c) / n, flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=32, help="decode steps per measurement")
+    ap.add_argument("--rounds", type=int, default=6, help="bare/recorded pairs (order alternates)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--interval", type=float, default=0.01)
+    ap.add_argument("--model", help="GGUF to use (default: a synthetic one, written to a temp dir)")
+    ap.add_argument("--out", help="keep the last recorded round's run directory here")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.worker:
+        return worker(a.model, a.threads)
+    if os.geteuid() != 0:
+        sys.exit("bench-record: needs root (the recorder attaches BPF programs); run it with sudo")
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        sys.exit("bench-record: llama-cpp-python is not installed; run `make setup`")
+    from .recorder import Recording
+    from .rundir import RunDir, environment
+    with tempfile.TemporaryDirectory(prefix="kmemsim-bench-", dir="/var/tmp") as tmp:
+        model = a.model
+        if not model:
+            from .synth import write_model
+            model = write_model(os.path.join(tmp, "bench.gguf"), progress=False, **SHAPE)
+        w = subprocess.Popen([sys.executable, "-m", "kmemsim.bench_record", "--worker", "--model", model,
+                              "--threads", str(a.threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+        try:
+            if w.stdout.readline().strip() != "ready":
+                sys.exit("bench-record: the llama.cpp worker did not start")
+
+            def decode():
+                w.stdin.write(f"{a.tokens}\n")
+                w.stdin.flush()
+                tok_s, cpu_tok = map(float, w.stdout.readline().split())
+                return tok_s, cpu_tok
+
+            def recorded(i):
+                # what `kmemsim record --pid` does: every probe attached, counters sampled
+                rec = Recording(a.interval)
+                c0 = resource.getrusage(resource.RUSAGE_SELF)
+                try:
+                    rec.track(w.pid, seed_inodes=True)
+                    rec.snapshot_maps()
+                    rec.start(w.pid)
+                    v = decode()
+                    rec.stop()
+                    c1 = resource.getrusage(resource.RUSAGE_SELF)
+                    # the recorder's own CPU (poll + sampler threads) per decoded token
+                    v = v + ((c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime) / a.tokens,)
+                    out = a.out if a.out and i == a.rounds - 1 else os.path.join(tmp, f"run{i}")
+                    RunDir.create(out).write_all(rec, {"complete": True, "exit_code": None},
+                                                 env=environment(pid=w.pid), pid=w.pid)
+                    with open(os.path.join(out, "summary.json")) as f:
+                        s = json.load(f)
+                    return v, s
+                finally:
+                    rec.close()
+
+            bare, rec = [], []
+            for i in range(a.rounds):
+                if i % 2:                   # alternate the order: drift in the machine's load cancels
+                    r, s = recorded(i)
+                    b = decode()
+                else:
+                    b = decode()
+                    r, s = recorded(i)
+                bare.append(b)
+                rec.append(r)
+                print(f"round {i + 1}: bare {b[0]:.3f} tok/s ({b[1] * 1e3:.0f} ms CPU/token), recorded "
+                      f"{r[0]:.3f} tok/s ({r[1] * 1e3:.0f} ms CPU/token + recorder {r[2] * 1e3:.1f} ms), "
+                      f"ratio {r[0] / b[0]:.3f}; {s['fault_events']} faults, {s['lost_events']} lost events",
+                      flush=True)
+        finally:
+            w.stdin.close()
+            w.wait()
+    med = statistics.median
+    ratio = med(r[0] / b[0] for r, b in zip(rec, bare))
+    # CPU view, robust to a busy machine: extra CPU per token in the inference process (BPF programs
+    # run there) plus the recorder's own CPU per token, relative to the bare CPU per token.
+    cpu_ratio = med((r[1] + r[2]) / b[1] for r, b in zip(rec, bare))
+    print(json.dumps({"bare_tok_s": round(med(b[0] for b in bare), 3),
+                      "recorded_tok_s": round(med(r[0] for r in rec), 3), "ratio": round(ratio, 4),
+                      "slowdown_pct": round(100 * (1 - ratio), 2),
+                      "cpu_per_token_ratio": round(cpu_ratio, 4),
+                      "cpu_overhead_pct": round(100 * (cpu_ratio - 1), 2),
+                      "recorder_cpu_ms_per_token": round(1e3 * med(r[2] for r in rec), 2),
+                      "target_pct": 3.0, "threads": a.threads, "tokens": a.tokens, "rounds": a.rounds,
+                      "load_avg": os.getloadavg()[0]}))
+    print(f"recorder slowdown (median of paired tok/s ratios): {100 * (1 - ratio):.2f}%; CPU overhead per "
+          f"token: {100 * (cpu_ratio - 1):.2f}% (target <= 3%)")
+
+
+if __name__ == "__main__":
+    main()

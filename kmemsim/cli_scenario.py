@@ -1,0 +1,51 @@
+"""`kmemsim workload scenario FILE.toml -o TRACE`: a multitasking scenario (apps switching beside LLM
+sessions) as one trace. The format is in docs/scenarios.md; bundled files in workloads/scenarios/.
+
+The whole file is parsed and validated before anything is generated, and the trace is written
+atomically, so bad input leaves one `kmemsim: ...` line on stderr (exit 2) and no output file.
+"""
+from __future__ import annotations
+
+import json
+
+import click
+
+from . import scenario as sc
+
+
+@click.command("scenario")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False),
+              help="Where to write the trace (Parquet). Required unless --plan.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a key of the file, e.g. --set llm.paths=8 --set seed=2 (repeatable).")
+@click.option("--plan", "plan_only", is_flag=True,
+              help="Print the timeline (switches, requests) as JSON instead of writing a trace.")
+def scenario(file, out, overrides, plan_only):
+    """Put the apps, switches, kills and LLM requests of FILE.toml on one timeline."""
+    s = sc.load(file, overrides)
+    if plan_only:
+        p = sc.plan(s)
+        click.echo(json.dumps(sc.plan_dict(s, p), indent=1))
+        return
+    if not out:
+        raise click.UsageError("missing option '-o' / '--output' (or give --plan)")
+    tr = sc.build(s)
+    from .trace import save
+    save(tr, out)
+    p = sc.plan(s)
+    n_sw = sum(1 for x in p.slots)
+    click.echo(f"{out}: {len(tr):,} events, {len(tr.meta['processes'])} processes, "
+               f"{n_sw} foreground slots, {len(p.requests)} LLM requests, "
+               f"{s.duration:g} s of scenario time")
+
+
+def attach(main: click.Group) -> None:
+    """Put `scenario` under `kmemsim workload`: in the `workload` group when cli_workload.py has
+    registered it, else in a minimal `workload` group made here (so this works in either order of
+    development; cli.py calls this after registering its commands)."""
+    group = main.commands.get("workload")
+    if not isinstance(group, click.Group):
+        group = click.Group("workload", help="Make access traces: llama.cpp inference, scenarios.")
+        main.add_command(group)
+    group.add_command(scenario)

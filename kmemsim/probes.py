@@ -1,0 +1,200 @@
+"""Loaders for the BPF programs in bpf/: one class per program, each saying which tracepoints it uses
+and why, and how its perf records decode. The programs compile together as one bcc object so they
+share the `tracked` (pids) and `inodes` maps of bpf/common.h."""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+BPF_DIR = Path(__file__).resolve().parent.parent / "bpf"
+HEADER = ("ts", "pid", "tid")
+
+
+def import_bcc():
+    """Debian's bcc lives in /usr/lib/python3/dist-packages, which pyenv/venv Pythons do not see.
+    (PyPI's package named "bcc" is unrelated: never pip-install it.)"""
+    try:
+        import bcc
+        return bcc
+    except ImportError:
+        pass
+    deb = "/usr/lib/python3/dist-packages"
+    if os.path.isdir(os.path.join(deb, "bcc")) and deb not in sys.path:
+        sys.path.append(deb)
+    try:
+        import bcc
+        return bcc
+    except ImportError:
+        raise InputError("bcc is not installed; run `make system` (or `bash .ci/setup-system.sh`) as root "
+                         "to install Debian's python3-bpfcc")
+
+
+class Probe:
+    """One BPF program: its source, its tracepoints (with the reason for each), its perf output."""
+    name = ""
+    source = ""
+    output = ""
+    fields: tuple = ()
+    tracepoints: dict = {}
+    page_cnt = 64           # perf buffer pages per CPU
+
+    def __init__(self):
+        self.chunks = []
+        self.lost = 0
+        self.dtype = np.dtype([(f, "<u8") for f in HEADER + self.fields])
+
+    def code(self):
+        return (BPF_DIR / self.source).read_text()
+
+    def open(self, b):
+        # Keep raw bytes only: decoding happens once, vectorised, when the recording ends.
+        def on_event(cpu, data, size, chunks=self.chunks, n=self.dtype.itemsize):
+            chunks.append(ctypes.string_at(data, n))
+
+        def on_lost(count):
+            self.lost += count
+        b[self.output].open_perf_buffer(on_event, page_cnt=self.page_cnt, lost_cb=on_lost)
+
+    def table(self) -> np.ndarray:
+        return np.frombuffer(b"".join(self.chunks), dtype=self.dtype)
+
+
+class Tasks(Probe):
+    name, source, output = "tasks", "tasks.c", "task_events"
+    fields = ("kind", "other")
+    KINDS = ("fork", "exec", "exit")
+    tracepoints = {
+        "sched:sched_process_fork": "follow children of the recorded process (adds them to `tracked`)",
+        "sched:sched_process_exec": "a new image: its mappings come from the kernel, not from mmap()",
+        "sched:sched_process_exit": "process end (PROC_EXIT in the trace)",
+    }
+
+
+class Faults(Probe):
+    name, source, output = "faults", "faults.c", "fault_events"
+    fields = ("address", "ip", "error_code")
+    page_cnt = 256
+    tracepoints = {
+        "exceptions:page_fault_user": "every user page fault: the READ/WRITE accesses of the trace",
+    }
+
+
+class Mmap(Probe):
+    name, source, output = "mmap", "mmap.c", "mmap_events"
+    fields = ("kind", "addr", "len", "prot", "flags", "fd", "off", "ret")
+    KINDS = ("mmap", "munmap", "mremap")
+    tracepoints = {
+        "syscalls:sys_enter_mmap": "mmap arguments (fd, offset, prot, flags)",
+        "syscalls:sys_exit_mmap": "the address mmap returned",
+        "syscalls:sys_enter_munmap": "unmapped ranges",
+        "syscalls:sys_enter_mremap": "mremap old range and new length",
+        "syscalls:sys_exit_mremap": "mremap new address",
+    }
+
+
+class Filemap(Probe):
+    name, source, output = "filemap", "filemap.c", "filemap_events"
+    fields = ("kind", "ino", "dev", "index", "order", "pfn", "tracked")
+    KINDS = ("add", "delete", "fault")
+    page_cnt = 256
+    tracepoints = {
+        "filemap:mm_filemap_add_to_page_cache": "a folio enters the page cache (read, readahead)",
+        "filemap:mm_filemap_delete_from_page_cache": "a folio leaves it (reclaim, truncate, drop_caches)",
+        "filemap:mm_filemap_fault": "a fault on a file mapping reached filemap_fault",
+    }
+
+
+class Vmscan(Probe):
+    name, source, output = "vmscan", "vmscan.c", "vmscan_events"
+    fields = ("kind", "a", "b", "c", "d", "e", "priority", "flags")
+    KINDS = ("shrink_inactive", "shrink_active", "direct_reclaim", "memcg_reclaim", "write_folio")
+    page_cnt = 128
+    tracepoints = {
+        "vmscan:mm_vmscan_lru_shrink_inactive": "shrink_inactive_list: scanned, reclaimed, dirty, activated",
+        "vmscan:mm_vmscan_lru_shrink_active": "shrink_active_list: taken, deactivated, referenced",
+        "vmscan:mm_vmscan_direct_reclaim_begin": "start of direct reclaim (global pressure)",
+        "vmscan:mm_vmscan_direct_reclaim_end": "its end: duration and pages reclaimed",
+        "vmscan:mm_vmscan_memcg_reclaim_begin": "start of memcg reclaim (the limit was hit at charge)",
+        "vmscan:mm_vmscan_memcg_reclaim_end": "its end: duration and pages reclaimed",
+        "vmscan:mm_vmscan_write_folio": "pageout() of a folio; RECLAIM_WB_ANON = swap-out",
+    }
+
+
+class SwapIO(Probe):
+    name, source, output = "swapio", "swapio.c", "swap_events"
+    fields = ("write", "sector", "nr_sector", "dev", "tracked")
+    page_cnt = 128
+    tracepoints = {
+        "block:block_bio_queue": "bios to swap devices: pages swapped out (W) and in (R), exactly",
+    }
+
+
+class Oom(Probe):
+    name, source, output = "oom", "oom.c", "oom_events"
+    fields = ("victim", "total_vm", "anon_rss", "file_rss", "shmem_rss", "oom_score_adj")
+    page_cnt = 8
+    tracepoints = {"oom:mark_victim": "the OOM killer chose a recorded process"}
+
+
+ALL = (Tasks, Faults, Mmap, Filemap, Vmscan, SwapIO, Oom)
+
+
+def kernel_dev(st_dev: int) -> int:
+    """User-space dev_t (os.stat) -> the kernel's internal dev_t that tracepoints report."""
+    return (os.major(st_dev) << 20) | os.minor(st_dev)
+
+
+def user_dev(kdev: int) -> int:
+    return os.makedev(kdev >> 20, kdev & 0xFFFFF)
+
+
+class Probes:
+    """All programs compiled as one object, attached, with their perf buffers open."""
+
+    def __init__(self, probes=ALL):
+        bcc = import_bcc()
+        self.probes = [p() for p in probes]
+        text = (BPF_DIR / "common.h").read_text() + "\n" + "\n".join(p.code() for p in self.probes)
+        try:
+            self.b = bcc.BPF(text=text, cflags=["-Wno-duplicate-decl-specifier", "-Wno-macro-redefined"])
+        except Exception as e:
+            raise InputError(f"cannot load the BPF programs ({str(e).splitlines()[0] if str(e) else type(e).__name__}); "
+                             "run as root after `make system` (bcc, kernel header links, tracefs)")
+        for p in self.probes:
+            p.open(self.b)
+
+    def __getitem__(self, name):
+        return next(p for p in self.probes if p.name == name)
+
+    def track(self, pid: int):
+        self.b["tracked"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
+
+    def watch_inode(self, kdev: int, ino: int):
+        k = self.b["inodes"].Key()
+        k.ino, k.dev = ino, kdev
+        self.b["inodes"][k] = ctypes.c_uint8(1)
+
+    def watch_swap_dev(self, kdev: int):
+        self.b["swap_devs"][ctypes.c_uint32(kdev)] = ctypes.c_uint8(1)
+
+    def poll(self, timeout_ms=100):
+        self.b.perf_buffer_poll(timeout=timeout_ms)
+
+    def lost(self):
+        return sum(p.lost for p in self.probes)
+
+    def file_counts(self):
+        """{(kernel dev, ino): (pages added, pages deleted, filemap faults)} kept in the kernel."""
+        return {(k.dev, k.ino): (v.added, v.deleted, v.faults) for k, v in self.b["file_counts"].items()}
+
+    def array(self, name):
+        return [int(v.value) for v in self.b[name].values()]
+
+    def close(self):
+        self.b.cleanup()

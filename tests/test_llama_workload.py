@@ -1,0 +1,133 @@
+"""The llama.cpp workload generator (kmemsim.llama_workload) and `trace info`."""
+import time
+
+import numpy as np
+import pytest
+
+from kmemsim import synth, trace, trace_info
+from kmemsim import llama_workload as lw
+from kmemsim.errors import InputError
+from kmemsim.trace import PAGE_SIZE, MapFlag, Op
+
+
+def _kv_map(tr):
+    return next(m["id"] for m in tr.meta["maps"] if m["name"].startswith("KV cache"))
+
+
+@pytest.mark.parametrize("wtype,repack", [("f16", "auto"), ("q8_0", "auto"), ("q4_0", "avx2"), ("q4_0", "none")])
+def test_weight_bytes_per_decode_token_is_model_size(wtype, repack):
+    # An untied dense model reads every weight once per decode step; token_embd only one row (get_rows).
+    L = synth.layout_from_preset("Llama-2-7B", type=wtype, layers=2)
+    tr = lw.generate(L, prompt=16, decode=8, ctx=256, repack=repack)
+    d = trace_info.info(tr)
+    expect = sum(t.n_bytes for t in L.tensors if t.name != "token_embd.weight")
+    row = L.tensor("token_embd.weight").row_bytes
+    assert d["decode_tokens"] == 8 and d["prefill_tokens"] == 16
+    assert abs(d["weight_bytes_per_decode_token"] - (expect + row)) / expect < 0.01
+
+
+def test_repack_q4_0_makes_anonymous_copies():
+    # ggml_repack_get_optimal_repack_type: Q4_0 with AVX2 -> CPU_REPACK buffer; read once at load
+    L = synth.layout_from_preset("Llama-3.2-1B", type="q4_0", layers=2)
+    tr = lw.generate(L, prompt=8, decode=4, ctx=256, repack="avx2")
+    meta = tr.meta["llama"][0]
+    mats = [t for t in L.tensors if lw._is_matmul_weight(t)]
+    tok = L.tensor("token_embd.weight")     # tied: its OUTPUT duplicate is repacked too
+    assert meta["repack_bytes"] >= sum(t.n_bytes for t in mats) + tok.n_bytes
+    q8 = lw.generate(synth.layout_from_preset("Llama-3.2-1B", type="q8_0", layers=2), 8, 4, 256, repack="avx2")
+    assert q8.meta["llama"][0]["repack_bytes"] == 0       # no Q8_0 repack on x86
+
+
+def test_kv_reads_grow_linearly():
+    # llama_kv_cache::get_n_kv: n_kv = PAD(used, 256); K and V reads per step cover cells [0, n_kv)
+    L = synth.layout_from_preset(type="f16", n_layer=2, n_embd=256, n_ff=512, n_head=4, n_head_kv=4, n_vocab=512)
+    for fa in (True, False):
+        tr = lw.generate(L, prompt=1, decode=1500, ctx=2048, flash_attn=fa)
+        c = tr.cols
+        ph = trace_info._phase_of_rows(tr)
+        names = tr.meta["phases"]
+        dec = np.array([n.startswith("decode token") for n in names])
+        sel = (c["op"] == Op.READ) & (c["map"] == _kv_map(tr)) & dec[ph]
+        steps = np.unique(ph[sel])
+        by = np.array([c["npages"][sel & (ph == s)].sum() for s in steps]) * PAGE_SIZE
+        n_kv = np.minimum(2048, np.maximum(256, -(-(np.arange(len(by)) + 2) // 256) * 256))
+        coef = np.polyfit(n_kv, by, 1)
+        assert np.allclose(np.polyval(coef, n_kv), by, rtol=0.01), fa
+        assert coef[0] > 0 and np.all(np.diff(by) >= 0)
+
+
+def test_kv_created_and_cleared_at_load():
+    L = synth.layout_from_preset("Llama-3.2-1B", type="q8_0", layers=2)
+    tr = lw.generate(L, 8, 2, 512)
+    c = tr.cols
+    kv = _kv_map(tr)
+    mm = (c["op"] == Op.MMAP) & (c["map"] == kv)
+    pages = int(c["npages"][mm][0])
+    expect = 2 * 2 * 512 * (8 * 64) * 2            # K and V, 2 layers, 512 cells, 8 kv heads x 64, f16
+    assert pages == -(-expect // PAGE_SIZE)
+    first_write = np.flatnonzero((c["op"] == Op.WRITE) & (c["map"] == kv))[0]
+    assert c["npages"][first_write] == pages       # ggml_backend_buffer_clear writes every page
+
+
+def test_mmap_flags_and_load_modes():
+    L = synth.layout_from_preset("Llama-3.2-1B", type="q8_0", layers=1)
+    tr = lw.generate(L, 8, 2, 256)
+    c = tr.cols
+    mm = np.flatnonzero(c["op"] == Op.MMAP)
+    f0 = int(c["flags"][mm[0]])
+    assert f0 & MapFlag.SHARED and f0 & MapFlag.READ and f0 & MapFlag.WEIGHTS and f0 & MapFlag.POPULATE
+    assert (c["op"] == Op.FADVISE).sum() == 1
+    tr2 = lw.generate(L, 8, 2, 256, prefetch=False)
+    assert not int(tr2.cols["flags"][np.flatnonzero(tr2.cols["op"] == Op.MMAP)[0]]) & MapFlag.POPULATE
+    none = lw.generate(L, 8, 2, 256, load_mode="none")
+    d = trace_info.info(none)
+    anon_w = [m for m in d["mappings"] if m["weights"] and m["file"] == -1]
+    assert anon_w and d["weight_bytes_per_decode_token"] > 0
+
+
+def test_moe_reads_only_routed_experts():
+    L = synth.layout_from_preset("Qwen3-30B-A3B", type="q8_0", layers=2)
+    tr = lw.generate(L, 4, 16, 256, moe_routing="zipf:1.2")
+    d = trace_info.info(tr)
+    X, k = 128, 8
+    exps = sum(t.n_bytes for t in L.tensors if "_exps" in t.name)
+    dense = sum(t.n_bytes for t in L.tensors if "_exps" not in t.name and t.name != "token_embd.weight")
+    got = d["weight_bytes_per_decode_token"]
+    assert abs(got - (dense + exps * k / X)) / got < 0.02
+    with pytest.raises(InputError):
+        lw.generate(L, 4, 4, 256, moe_routing="pareto")
+
+
+def test_bad_requests():
+    L = synth.layout_from_preset("Llama-3.2-1B", type="q8_0", layers=1)
+    with pytest.raises(InputError):
+        lw.generate(L, 4, 4, 0)
+    with pytest.raises(InputError):
+        lw.generate(L, 600, 4, 512)
+    with pytest.raises(InputError):
+        lw.generate(L, 4, 4, 256, kv_type="q8_0", flash_attn=False)
+
+
+def test_several_sessions_on_one_builder():
+    b = trace.TraceBuilder("scenario")
+    L = synth.layout_from_preset("Llama-3.2-1B", type="q4_0", layers=1)
+    s1 = lw.generate(L, 8, 4, 256, pid=1, builder=b)
+    s2 = lw.generate(L, 8, 4, 256, pid=2, builder=b, t0=s1.t + 1000)
+    tr = b.build()
+    assert {p["pid"] for p in tr.meta["processes"]} == {1, 2}
+    assert trace_info.info(tr)["decode_tokens"] == 8
+
+
+def test_llama2_7b_layout_only_fast_and_compact(tmp_path):
+    L = synth.layout_from_preset("Llama-2-7B", type="q4_0")
+    t = time.time()
+    tr = lw.generate(L, prompt=2048, decode=256, ctx=4096)
+    took = time.time() - t
+    assert took < 10, took
+    n_layer, per_layer = 32, 9 + 4            # 9 weight tensors + K/V writes and reads
+    steps = 2048 // 512 + 256
+    bound = steps * (n_layer * per_layer + 16) + 2048 + 64    # + one token_embd row per prompt token
+    assert len(tr) <= bound, (len(tr), bound)
+    trace.save(tr, str(tmp_path / "t.parquet"))
+    d = trace_info.info(trace.load(str(tmp_path / "t.parquet")))
+    assert d["decode_tokens"] == 256 and d["prefill_tokens"] == 2048
