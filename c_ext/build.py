@@ -24,13 +24,14 @@ if os.environ.get("KMEMSIM_SANITIZE"):
 ffibuilder.set_source(
     "kmemsim._core",
     '#include "kmemsim.h"',
-    sources=[str(HERE.parent / s) for s in SOURCES],
-    include_dirs=[str(HERE)],
+    sources=SOURCES,                      # relative to the project root: setuptools refuses absolute paths
+    include_dirs=["c_ext"],
     extra_compile_args=_flags,
     extra_link_args=["-fsanitize=address,undefined"] if os.environ.get("KMEMSIM_SANITIZE") else [],
 )
 
 if __name__ == "__main__":
-    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    os.chdir(HERE.parent)
+    out = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "."
     os.makedirs(out, exist_ok=True)
     ffibuilder.compile(tmpdir=out, verbose=False)
