@@ -3,7 +3,6 @@ SHELL := /bin/bash
 VENV  ?= .venv
 PY    := $(VENV)/bin/python
 PIP   := $(PY) -m pip --disable-pip-version-check -q
-SITE   = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 .PHONY: setup system demo test test-fast asan bench bench-record clean
 
@@ -14,7 +13,8 @@ $(VENV)/.installed: pyproject.toml setup.py c_ext/*.c c_ext/*.h c_ext/build.py |
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -U pip setuptools wheel cffi
 	$(PIP) install -e '.[test,llama]'
-	ln -sfn /usr/lib/python3/dist-packages/bcc $(SITE)/bcc   # Debian's bcc; PyPI's "bcc" is unrelated
+	# Debian's bcc (PyPI's "bcc" is an unrelated package): linked into the venv
+	ln -sfn /usr/lib/python3/dist-packages/bcc "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/bcc"
 	touch $@
 
 ## system: apt packages and the kernel-header links bcc needs (root; idempotent)

@@ -7,31 +7,32 @@ from pathlib import Path
 from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
-SOURCES = sorted(str(p.relative_to(HERE.parent)) for p in HERE.glob("*.c"))
+SANITIZE = bool(os.environ.get("KMEMSIM_SANITIZE"))
 
 
-def _cdef():
+def builder(root: str = "") -> FFI:
+    """Sources relative to the project root for setuptools (it refuses absolute paths), or under
+    `root` when cffi compiles on its own (it changes into its build directory)."""
     text = (HERE / "kmemsim.h").read_text()
-    body = text.split("#include <stdint.h>", 1)[1].rsplit("#endif", 1)[0]
-    return body
+    ffi = FFI()
+    ffi.cdef(text.split("#include <stdint.h>", 1)[1].rsplit("#endif", 1)[0])
+    flags = ["-O2", "-std=gnu11", "-Wall", "-Wno-unused-function"]
+    if SANITIZE:
+        flags = ["-O1", "-g", "-std=gnu11", "-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
+    ffi.set_source(
+        "kmemsim._core",
+        '#include "kmemsim.h"',
+        sources=[os.path.join(root, "c_ext", p.name) for p in sorted(HERE.glob("*.c"))],
+        include_dirs=[os.path.join(root, "c_ext")],
+        extra_compile_args=flags,
+        extra_link_args=["-fsanitize=address,undefined"] if SANITIZE else [],
+    )
+    return ffi
 
 
-ffibuilder = FFI()
-ffibuilder.cdef(_cdef())
-_flags = ["-O2", "-std=gnu11", "-Wall", "-Wno-unused-function"]
-if os.environ.get("KMEMSIM_SANITIZE"):
-    _flags = ["-O1", "-g", "-std=gnu11", "-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
-ffibuilder.set_source(
-    "kmemsim._core",
-    '#include "kmemsim.h"',
-    sources=SOURCES,                      # relative to the project root: setuptools refuses absolute paths
-    include_dirs=["c_ext"],
-    extra_compile_args=_flags,
-    extra_link_args=["-fsanitize=address,undefined"] if os.environ.get("KMEMSIM_SANITIZE") else [],
-)
+ffibuilder = builder()
 
 if __name__ == "__main__":
-    os.chdir(HERE.parent)
-    out = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "."
+    out = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
     os.makedirs(out, exist_ok=True)
-    ffibuilder.compile(tmpdir=out, verbose=False)
+    builder(str(HERE.parent)).compile(tmpdir=out, verbose=False)

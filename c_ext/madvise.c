@@ -81,7 +81,7 @@ void mlock_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int lock
     struct vma *v = &e->vmas[vi];
     if (lock) {
         v->flags |= MAP_F_LOCKED;
-        handle_range(e, vi, page, n, vma_populate_write(v));   /* mlock faults pages in */
+        handle_range(e, vi, page, n, vma_populate_write(v) ? FAULT_WRITE_ZERO : FAULT_READ);   /* mlock faults pages in */
         v = &e->vmas[vi];
         if (!v->alive) return;
     } else {

@@ -92,7 +92,8 @@ static int do_swap_page(struct km_emu *e, int32_t vi, int32_t anon, int64_t p, i
     int32_t slot = o->swap[idx];
     if (slot < 0) { folio_free(e, f); return 0; }          /* freed meanwhile (task exit) */
     struct folio *fo = &e->folios[f];
-    fo->obj = anon; fo->index = idx; fo->flags = PG_swapbacked; fo->cls = o->cls;
+    fo->obj = anon; fo->index = idx; fo->flags = PG_swapbacked;
+    fo->cls = e->zram_size[slot] == 0 ? CLASS_ZERO : o->cls;    /* a same-filled page stays zero */
     o->folio[idx] = f;
     o->nr_resident++;
     uint64_t shadow = o->shadow[idx];
@@ -188,6 +189,8 @@ int64_t handle_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int 
     uint8_t need = PTE_PRESENT | (write ? PTE_WRITE : 0);
     void (*accessed)(struct km_emu *, folio_id) = e->policy->folio_accessed;
     count(e, VM_accesses, n);
+    int mode = write;
+    write = write != FAULT_READ;
     for (int64_t p = page; p < end;) {
         struct vma *v = &e->vmas[vi];
         if (!v->alive) break;
@@ -218,6 +221,14 @@ int64_t handle_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int 
         }
         p++;
     }
+    struct vma *v = &e->vmas[vi];
+    if (write && v->alive && v->anon >= 0) {              /* what the pages now hold, for zram */
+        struct object *a = &e->objs[v->anon];
+        uint8_t cls = mode == FAULT_WRITE_ZERO ? CLASS_ZERO : a->cls;
+        for (int64_t p = page; p < end; p++)
+            if (a->folio[p] >= 0) e->folios[a->folio[p]].cls = cls;
+    }
+    if (v->alive && e->policy->range_touched) e->policy->range_touched(e, vi, page, n, mode);
     return n;
 }
 

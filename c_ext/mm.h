@@ -23,6 +23,8 @@ enum { OP_PROC_START, OP_PROC_EXIT, OP_MMAP, OP_MUNMAP, OP_READ, OP_WRITE, OP_MA
 enum { MAP_F_SHARED = 1, MAP_F_READ = 2, MAP_F_WRITE = 4, MAP_F_EXEC = 8, MAP_F_POPULATE = 16,
        MAP_F_LOCKED = 32, MAP_F_WEIGHTS = 64, VM_SEQ_READ = 1 << 16, VM_RAND_READ = 1 << 17 };
 #define CLASS_SHIFT 8
+#define CLASS_ZERO 1                /* PageClass.ZERO */
+#define WRITE_F_ZERO 1              /* WriteFlag.ZERO */
 /* Advice (include/uapi/asm-generic/mman-common.h, fadvise.h). */
 enum { ADV_NORMAL = 0, ADV_RANDOM = 1, ADV_SEQUENTIAL = 2, ADV_WILLNEED = 3, ADV_DONTNEED = 4,
        ADV_COLD = 20, ADV_PAGEOUT = 21 };
@@ -51,6 +53,7 @@ struct folio {
     uint8_t lru;              /* list it is on, NO_LRU when isolated or free */
     uint8_t cls;              /* page class for zram compressibility */
     int32_t mapcount;         /* number of PTEs mapping pages of this folio */
+    uint8_t policy_count;     /* free for policies (DW: rotations so far) */
 };
 
 struct lru_head { folio_id head, tail; int64_t nr_pages; };
@@ -134,6 +137,8 @@ struct scan_control {
     int cache_trim_mode, file_is_tiny;
     int ignore_references;     /* reclaim_pages(): MADV_PAGEOUT */
     int who;                   /* RECLAIM_KSWAPD / DIRECT / MEMCG */
+    int64_t deferred;          /* candidates a policy's reclaim_candidate() put back this pass */
+    int last_resort;           /* the pass after one that deferred: the policy should yield */
     int64_t anon_cost, file_cost;
 };
 enum { RECLAIM_KSWAPD, RECLAIM_DIRECT, RECLAIM_MEMCG };
@@ -163,8 +168,8 @@ struct policy_ops {
     int (*refault)(struct km_emu *e, folio_id id, int stock_activate);
     /* an anonymous region was mapped (e.g. the KV cache). */
     void (*anon_region_mapped)(struct km_emu *e, int32_t vma);
-    /* the anonymous region was written entirely at creation, or any range written. */
-    void (*anon_range_written)(struct km_emu *e, int32_t vma, int64_t page, int64_t npages);
+    /* the trace touched a range (after the faults): write is FAULT_READ/WRITE/WRITE_ZERO. */
+    void (*range_touched)(struct km_emu *e, int32_t vma, int64_t page, int64_t npages, int write);
     /* instead of the mechanism's reclaim: return pages freed, or -1 for stock. */
     int64_t (*reclaim)(struct km_emu *e, int64_t nr_pages, int who);
 };
@@ -281,7 +286,9 @@ void do_async_mmap_readahead(struct km_emu *e, int32_t vma, folio_id f, int64_t 
 void page_cache_sync_ra(struct km_emu *e, int32_t obj, int64_t index, int64_t req);
 void page_cache_async_ra(struct km_emu *e, int32_t obj, folio_id f, int64_t index, int64_t req);
 
-/* memory.c: faults and the page table */
+/* memory.c: faults and the page table. A write either stores data or zeros (memset/clear: the
+ * page stays same-filled for zram). */
+enum { FAULT_READ, FAULT_WRITE, FAULT_WRITE_ZERO };
 int64_t handle_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int write);
 void zap_page_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int free_anon);
 int32_t anon_object_new(struct km_emu *e, int64_t npages, int cls);

@@ -94,7 +94,7 @@ int do_mmap(struct km_emu *e, int32_t id, int32_t task, int64_t file, int64_t pg
     if (flags & MAP_F_LOCKED) mlock_range(e, id, 0, npages, 1);
     if (flags & MAP_F_POPULATE) {
         /* populate_vma_page_range(): fault every page in (FOLL_TOUCH marks them accessed). */
-        handle_range(e, id, 0, npages, vma_populate_write(&e->vmas[id]));
+        handle_range(e, id, 0, npages, vma_populate_write(&e->vmas[id]) ? FAULT_WRITE_ZERO : FAULT_READ);
         struct vma *vv = &e->vmas[id];
         struct object *o = &e->objs[vv->obj];
         if (o->kind == OBJ_FILE)

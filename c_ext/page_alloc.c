@@ -47,6 +47,7 @@ folio_id folio_alloc(struct km_emu *e, int order)
     f->lru = NO_LRU;
     f->cls = 0;
     f->mapcount = 0;
+    f->policy_count = 0;
     e->used_pages += 1 << order;
     note_peak(e);
     count(e, VM_pgalloc, 1 << order);

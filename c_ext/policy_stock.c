@@ -4,9 +4,21 @@
 
 static const struct policy_ops stock_ops = { .name = "stock" };
 
-extern const struct policy_ops lru_ops;
+extern const struct policy_ops lru_ops, is_ops, is_tail_ops, dw_ops;
+void is_range_touched(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int mode);
+int dw_reclaim_candidate(struct km_emu *e, folio_id id, struct scan_control *sc);
+int dw_keep_active(struct km_emu *e, folio_id id);
 
-static const struct policy_ops *const policies[] = { &stock_ops, &lru_ops };
+/* IS and DW together: their hooks do not overlap. */
+static const struct policy_ops is_dw_ops = {
+    .name = "is+dw",
+    .range_touched = is_range_touched,
+    .reclaim_candidate = dw_reclaim_candidate,
+    .keep_active = dw_keep_active,
+};
+
+static const struct policy_ops *const policies[] = { &stock_ops, &lru_ops, &is_ops, &is_tail_ops, &dw_ops,
+                                                      &is_dw_ops };
 
 const struct policy_ops *policy_lookup(const char *name)
 {

@@ -122,7 +122,8 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
         case OP_READ:
         case OP_WRITE:
             if (vma_ok(e, i, map[i], page[i], npages[i])) return -1;
-            handle_range(e, map[i], page[i], npages[i], op[i] == OP_WRITE);
+            handle_range(e, map[i], page[i], npages[i], op[i] == OP_READ ? FAULT_READ :
+                         (flags[i] & WRITE_F_ZERO) ? FAULT_WRITE_ZERO : FAULT_WRITE);
             break;
         case OP_MADVISE:
             if (vma_ok(e, i, map[i], page[i], npages[i])) return -1;

@@ -150,9 +150,11 @@ static int64_t shrink_folio_list(struct km_emu *e, folio_id *list, int64_t n, st
         struct folio *f = &e->folios[id];
         int nr = folio_nr_pages(f);
         enum folio_references ref = sc->ignore_references ? FOLIOREF_RECLAIM : folio_check_references(e, id);
-        if (ref == FOLIOREF_RECLAIM && e->policy->reclaim_candidate && !sc->ignore_references &&
-            !e->policy->reclaim_candidate(e, id, sc))
+        if ((ref == FOLIOREF_RECLAIM || ref == FOLIOREF_RECLAIM_CLEAN) && e->policy->reclaim_candidate &&
+            !sc->ignore_references && !e->policy->reclaim_candidate(e, id, sc)) {
+            sc->deferred += nr;
             ref = FOLIOREF_KEEP;
+        }
         if (ref == FOLIOREF_RECLAIM || ref == FOLIOREF_RECLAIM_CLEAN) {
             int anon = f->flags & PG_swapbacked;
             if (anon && !sc->may_swap) {
@@ -372,6 +374,19 @@ static void shrink_node(struct km_emu *e, struct scan_control *sc)
     shrink_lruvec(e, sc);
 }
 
+/* Not in the kernel: when a policy deferred candidates and even the last priorities (which scan
+ * whole lists) fell short, scan once more with last_resort set, so deferral never becomes an OOM. */
+static void shrink_node_policy(struct km_emu *e, struct scan_control *sc)
+{
+    sc->deferred = 0;
+    shrink_node(e, sc);
+    if (sc->deferred && sc->nr_reclaimed < sc->nr_to_reclaim && sc->priority <= 1) {
+        sc->last_resort = 1;
+        shrink_node(e, sc);
+        sc->last_resort = 0;
+    }
+}
+
 /* snapshot_refaults() */
 static void snapshot_refaults(struct km_emu *e)
 {
@@ -395,7 +410,7 @@ int64_t try_to_free_pages(struct km_emu *e, int64_t nr, int who)
     count(e, VM_reclaim_runs, 1);
     if (who == RECLAIM_DIRECT) count(e, VM_allocstall, 1);
     for (sc.priority = DEF_PRIORITY; sc.priority >= 0; sc.priority--) {
-        shrink_node(e, &sc);
+        shrink_node_policy(e, &sc);
         if (sc.nr_reclaimed >= sc.nr_to_reclaim) break;
     }
     snapshot_refaults(e);
@@ -421,7 +436,7 @@ int64_t balance_pgdat(struct km_emu *e)
         sc.nr_to_reclaim = e->wmark_high > SWAP_CLUSTER_MAX ? e->wmark_high : SWAP_CLUSTER_MAX;
         sc.nr_scanned = 0;
         int64_t before = sc.nr_reclaimed;
-        shrink_node(e, &sc);
+        shrink_node_policy(e, &sc);
         total += sc.nr_reclaimed - before;
         /* kswapd_shrink_node(): keep the priority while scanning enough; raise it otherwise */
         if (sc.nr_scanned < sc.nr_to_reclaim || sc.nr_reclaimed == before) sc.priority--;

@@ -22,7 +22,6 @@ static const struct zram_class zram_algos[] = {
     { "zstd",    { 3.96, 0, 1.087, 1.25, 1.05, 1.12, 1.30 } },
 };
 #define NR_ALGOS (int)(sizeof zram_algos / sizeof zram_algos[0])
-#define CLASS_ZERO 1
 
 void zram_init(struct km_emu *e)
 {

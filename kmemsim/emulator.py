@@ -41,7 +41,7 @@ GAUGES = [ffi.string(lib.km_gauge_name(i)).decode() for i in range(lib.km_nr_gau
 
 
 def known_policies():
-    return [p for p in ("stock", "lru", "is", "dw", "is+dw") if lib.km_policy_known(p.encode())]
+    return [p for p in ("stock", "lru", "is", "is-tail", "dw", "is+dw") if lib.km_policy_known(p.encode())]
 
 
 @dataclass

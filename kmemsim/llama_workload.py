@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import InputError
 from .gguf_layout import ModelLayout, TensorInfo, layout_of
-from .trace import PAGE_SIZE, Advice, MapFlag, Op, PageClass, Trace, TraceBuilder
+from .trace import PAGE_SIZE, Advice, MapFlag, Op, PageClass, Trace, TraceBuilder, WriteFlag
 
 P = PAGE_SIZE
 TENSOR_ALIGNMENT = 32          # ggml-cpu buffer alignment (ggml/src/ggml-impl.h TENSOR_ALIGNMENT)
@@ -401,7 +401,7 @@ class LlamaSession:
         self.m_kv = self._mmap(t, f"KV cache ({self.kv_type}, {self.kv_size} cells x {hp['n_layer']} "
                                    f"layers x {self.seqs} seqs)", kv_pages,
                            flags=MapFlag.READ | MapFlag.WRITE, cls=cls)
-        self._ev(t, Op.WRITE, self.m_kv, 0, kv_pages)
+        self._ev(t, Op.WRITE, self.m_kv, 0, kv_pages, flags=WriteFlag.ZERO)   # buffer_clear(0)
         # llama_context::output_reserve: logits for max(n_seq_max, outputs) rows of n_vocab floats
         self.out_bytes = 4 * hp["n_vocab"] * self.seqs
         self.m_out = self._mmap(t, "output (logits)", -(-self.out_bytes // P),

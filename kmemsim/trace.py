@@ -29,7 +29,7 @@ class Op(IntEnum):
                      # arg = file id or -1 for anonymous; flags = MapFlag | class << CLASS_SHIFT
     MUNMAP = 3       # map, page, npages: the range to unmap (whole mapping when npages covers it)
     READ = 4         # map, page (index in mapping), npages
-    WRITE = 5
+    WRITE = 5        # flags: WriteFlag
     MADVISE = 6      # map, page, npages, arg = Advice
     FADVISE = 7      # arg = Advice; map = -1; page/npages are file pages; flags = file id
     MLOCK = 8
@@ -46,6 +46,11 @@ class MapFlag(IntFlag):
     POPULATE = 1 << 4    # MAP_POPULATE
     LOCKED = 1 << 5      # MAP_LOCKED / mlock at map time (unevictable)
     WEIGHTS = 1 << 6     # model weights (DW's flag; also used for reporting by class)
+
+
+class WriteFlag(IntFlag):
+    """flags of WRITE events."""
+    ZERO = 1 << 0        # the write stores zeros (memset, ggml_backend_buffer_clear): same-filled in zram
 
 
 CLASS_SHIFT = 8          # bits 8..15 of MMAP flags: content class for the zram compressibility model
