@@ -61,12 +61,15 @@ int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n)
         folio_id f = e->objs[obj].folio[p];
         if (f < 0) {
             count(e, VM_misses, 1);
+            uint64_t before = e->vm[VM_pgpgin];
             page_cache_sync_ra(e, obj, p, index + n - p);
             f = e->objs[obj].folio[p];
             if (f < 0) {
                 if (filemap_add_folio(e, obj, p, 0, 0) < 0) return p - index;
                 f = e->objs[obj].folio[p];
             }
+            count(e, VM_stall_read_ios, 1);
+            count(e, VM_stall_read_pages, (int64_t)(e->vm[VM_pgpgin] - before));
         } else if (e->folios[f].flags & PG_readahead) {
             page_cache_async_ra(e, obj, f, p, index + n - p);
             f = e->objs[obj].folio[p];

@@ -70,12 +70,13 @@ static folio_id filemap_fault(struct km_emu *e, int32_t vi, int64_t p)
     }
     count(e, VM_pgmajfault, 1);
     count(e, VM_misses, 1);
+    uint64_t before = e->vm[VM_pgpgin];
     do_sync_mmap_readahead(e, vi, idx);
     f = e->objs[obj].folio[idx];
-    if (f < 0) {                                        /* no readahead: read just this page */
-        if (filemap_add_folio(e, obj, idx, 0, 0) < 0) return -1;
+    if (f < 0 && filemap_add_folio(e, obj, idx, 0, 0) == 0)   /* no readahead: just this page */
         f = e->objs[obj].folio[idx];
-    }
+    count(e, VM_stall_read_ios, 1);                     /* the task waits for this read */
+    count(e, VM_stall_read_pages, (int64_t)(e->vm[VM_pgpgin] - before));
     return f;
 }
 
@@ -102,6 +103,7 @@ static int do_swap_page(struct km_emu *e, int32_t vi, int32_t anon, int64_t p, i
     zram_free_slot(e, slot);
     o->swap[idx] = -1;
     count(e, VM_pswpin, 1);
+    count(e, VM_stall_swapin_pages, 1);
     if (shadow) workingset_refault(e, f, shadow);
     folio_add_lru(e, f);
     set_pte(e, &e->vmas[vi], p, PTE_YOUNG | PTE_WRITE | PTE_ANON, f);

@@ -115,7 +115,9 @@ struct task {
     X(kswapd_wake) X(allocstall) X(oom_kill) X(lmk_kill) \
     X(pgalloc) X(pgfree) X(file_pages_added) X(file_pages_deleted) X(readahead_pages) \
     X(fault_around_pages) X(minor_fault_pages) X(zero_page_maps) X(swapin_zero) \
-    X(accesses) X(misses) X(stall_io_pages) X(reclaim_runs)
+    X(accesses) X(misses) X(reclaim_runs) \
+    X(stall_read_ios) X(stall_read_pages) X(stall_swapin_pages) X(stall_reclaim_scanned) \
+    X(stall_reclaim_swapout)
 
 #define KM_GAUGES(X) \
     X(nr_free_pages) X(nr_inactive_anon) X(nr_active_anon) X(nr_inactive_file) X(nr_active_file) \
@@ -200,6 +202,7 @@ struct km_emu {
     int64_t wmark_min, wmark_low, wmark_high;
     int64_t memcg_limit, memcg_usage;
     int kswapd_running;
+    int in_sync_reclaim;                       /* direct or memcg reclaim: the allocating task waits */
     int64_t peak_used, peak_memory;           /* memory.max_usage_in_bytes; + the zram pool */
 
     /* zram */

@@ -123,6 +123,7 @@ int folio_evict(struct km_emu *e, folio_id id)
         /* add_to_swap() + pageout() -> zram_write(): synchronous, so the folio is freed now */
         if (zram_write(e, f->cls, &slot) < 0) return 0;
         count(e, VM_pswpout, 1);
+        if (e->in_sync_reclaim) count(e, VM_stall_reclaim_swapout, 1);   /* compressed while waiting */
         count(e, VM_pgpgout, 1);
     }
     try_to_unmap(e, id);
@@ -209,6 +210,7 @@ static int64_t shrink_inactive_list(struct km_emu *e, int64_t nr_to_scan, struct
     int64_t n = isolate_lru_folios(e, lru, nr_to_scan, &buf, &cap, &nr_scanned);
     if (!n) return 0;
     count(e, scan_item[sc->who], nr_scanned);
+    if (sc->who != RECLAIM_KSWAPD) count(e, VM_stall_reclaim_scanned, nr_scanned);
     count(e, file ? VM_pgscan_file : VM_pgscan_anon, nr_scanned);
     sc->nr_scanned += nr_scanned;
     int64_t nr_pageout = 0, nr_activate = 0;
@@ -409,10 +411,13 @@ int64_t try_to_free_pages(struct km_emu *e, int64_t nr, int who)
     sc.who = who;
     count(e, VM_reclaim_runs, 1);
     if (who == RECLAIM_DIRECT) count(e, VM_allocstall, 1);
+    int outer = e->in_sync_reclaim;
+    e->in_sync_reclaim = 1;
     for (sc.priority = DEF_PRIORITY; sc.priority >= 0; sc.priority--) {
         shrink_node_policy(e, &sc);
         if (sc.nr_reclaimed >= sc.nr_to_reclaim) break;
     }
+    e->in_sync_reclaim = outer;
     snapshot_refaults(e);
     return sc.nr_reclaimed;
 }
@@ -453,5 +458,9 @@ int64_t reclaim_pages(struct km_emu *e, folio_id *ids, int64_t n)
     sc.may_swap = 1; sc.may_unmap = 1; sc.ignore_references = 1; sc.who = RECLAIM_DIRECT;
     int64_t nr_pageout = 0, nr_activate = 0;
     for (int64_t i = 0; i < n; i++) lruvec_del_folio(e, ids[i]);
-    return shrink_folio_list(e, ids, n, &sc, &nr_pageout, &nr_activate);
+    int outer = e->in_sync_reclaim;
+    e->in_sync_reclaim = 1;                          /* the madvise caller compresses */
+    int64_t r = shrink_folio_list(e, ids, n, &sc, &nr_pageout, &nr_activate);
+    e->in_sync_reclaim = outer;
+    return r;
 }
