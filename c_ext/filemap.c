@@ -28,6 +28,7 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
     }
     o->nr_resident += nr;
     o->pages_added += nr;
+    count(e, VM_file_folios_added, 1);          /* trace_mm_filemap_add_to_page_cache */
     count(e, VM_file_pages_added, nr);
     count(e, VM_pgpgin, nr);                      /* read from storage (folio is !uptodate) */
     if (shadow) workingset_refault(e, id, shadow);

@@ -64,6 +64,7 @@ static folio_id filemap_fault(struct km_emu *e, int32_t vi, int64_t p)
     int32_t obj = v->obj;
     int64_t idx = v->pgoff + p;
     folio_id f = e->objs[obj].folio[idx];
+    count(e, VM_filemap_fault, 1);                      /* trace_mm_filemap_fault */
     if (f >= 0) {
         do_async_mmap_readahead(e, vi, f, idx);
         return e->objs[obj].folio[idx];
