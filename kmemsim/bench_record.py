@@ -45,7 +45,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=32, help="decode steps per measurement")
     ap.add_argument("--rounds", type=int, default=6, help="bare/recorded pairs (order alternates)")
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    # one core left for the rest of the system (as llama.cpp is run on phones): with every core
+    # decoding, any other runnable thread stalls ggml's thread barrier, recorder or not
+    ap.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--interval", type=float, default=0.01)
     ap.add_argument("--model", help="GGUF to use (default: a synthetic one, written to a temp dir)")
     ap.add_argument("--out", help="keep the last recorded round's run directory here")

@@ -12,7 +12,7 @@ from . import recorder
 @click.option("--swappiness", type=int, help="vm swappiness for the run's cgroup (0..200)")
 @click.option("--drop-caches", is_flag=True, help="sync and drop the page cache before starting")
 @click.option("--interval", default=0.01, show_default=True, type=float, help="sampling period, seconds")
-@click.option("--smaps-interval", default=1.0, show_default=True, type=float,
+@click.option("--smaps-interval", default=5.0, show_default=True, type=float,
               help="smaps_rollup period, seconds (it walks page tables; 0: never)")
 @click.option("-o", "--out", "out", required=True, metavar="RUNDIR", help="run directory to create")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -29,7 +29,7 @@ def run(mem_limit, zram, swappiness, drop_caches, interval, smaps_interval, out,
 @click.option("--pid", required=True, type=int, help="process to attach to (its children are followed)")
 @click.option("--duration", type=float, help="seconds to record (default: until it exits or Ctrl-C)")
 @click.option("--interval", default=0.01, show_default=True, type=float, help="sampling period, seconds")
-@click.option("--smaps-interval", default=1.0, show_default=True, type=float,
+@click.option("--smaps-interval", default=5.0, show_default=True, type=float,
               help="smaps_rollup period, seconds (it walks page tables; 0: never)")
 @click.option("-o", "--out", "out", required=True, metavar="RUNDIR", help="run directory to create")
 def record(pid, duration, interval, smaps_interval, out):

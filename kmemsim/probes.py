@@ -168,6 +168,11 @@ class Probes:
                              "run as root after `make system` (bcc, kernel header links, tracefs)")
         for p in self.probes:
             p.open(self.b)
+        # bcc's perf_buffer_poll rebuilds this array on every call; the recorder polls 100 times a
+        # second, so build it once and call libbcc directly
+        self._lib = bcc.libbcc.lib
+        bufs = list(self.b.perf_buffers.values())
+        self._readers = (ctypes.c_void_p * len(bufs))(*bufs)
 
     def __getitem__(self, name):
         return next(p for p in self.probes if p.name == name)
@@ -184,7 +189,7 @@ class Probes:
         self.b["swap_devs"][ctypes.c_uint32(kdev)] = ctypes.c_uint8(1)
 
     def poll(self, timeout_ms=100):
-        self.b.perf_buffer_poll(timeout=timeout_ms)
+        self._lib.perf_reader_poll(len(self._readers), self._readers, timeout_ms)
 
     def lost(self):
         return sum(p.lost for p in self.probes)

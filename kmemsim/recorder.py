@@ -5,6 +5,7 @@ command fails, and on SIGINT/SIGTERM/SIGHUP."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
@@ -43,12 +44,13 @@ def read_maps(pid):
 
 
 class Recording:
-    """Probes + a poll thread + the sampler, for the tracked processes.
+    """Probes + the sampler, driven by one thread, for the tracked processes.
 
-    The poll thread only appends raw perf records (decoding is vectorised at the end) and re-reads
-    /proc/PID/maps when mmap/exec events arrived, which gives paths and inodes to the mappings."""
+    The thread waits on the perf buffers until the next sampling tick, samples, and re-reads
+    /proc/PID/maps when mmap/exec events arrived (paths and inodes for the mappings). Perf callbacks
+    only append raw records; decoding is vectorised when the recording ends."""
 
-    def __init__(self, interval=0.01, memcg_stat=None, zram_dev=None, smaps_interval=1.0):
+    def __init__(self, interval=0.01, memcg_stat=None, zram_dev=None, smaps_interval=5.0):
         self.probes = Probes()
         self.interval, self.memcg_stat, self.zram_dev = interval, memcg_stat, zram_dev
         self.smaps_interval = smaps_interval
@@ -79,8 +81,8 @@ class Recording:
     def start(self, pid):
         self.sampler = Sampler(self.interval, self.memcg_stat, self.zram_dev, pid, self.smaps_interval > 0,
                                self.smaps_interval)
-        self.sampler.start()
-        self._thread = threading.Thread(target=self._loop, name="kmemsim-poll", daemon=True)
+        self.sampler.start(thread=False)    # sampled from _loop: one thread, fewer wake-ups
+        self._thread = threading.Thread(target=self._loop, name="kmemsim-recorder", daemon=True)
         self._thread.start()
 
     def pids(self):
@@ -99,8 +101,16 @@ class Recording:
 
     def _loop(self):
         seen, last = 0, 0.0
+        nxt = time.monotonic()
         while not self._stop.is_set():
-            self.probes.poll(50)
+            # wait for events until the next sampling tick, then sample
+            self.probes.poll(max(0, math.ceil((nxt - time.monotonic()) * 1000)))   # ceil: no spin
+            now = time.monotonic()
+            if now >= nxt:
+                self.sampler.sample()
+                nxt += self.interval
+                if nxt < now:                  # fell behind: skip ticks, don't burst
+                    nxt = now + self.interval
             n = len(self.probes["mmap"].chunks) + len(self.probes["tasks"].chunks)
             if n != seen and time.monotonic() - last > 0.05:
                 # the address space changed: re-read maps for paths and inodes (at most 20 times a
@@ -182,7 +192,7 @@ def set_sysctl(stack, name, value):
 
 
 def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_caches=False,
-                interval=0.01, smaps_interval=1.0):
+                interval=0.01, smaps_interval=5.0):
     """Run argv in a fresh memory cgroup and record it; returns the command's exit status as a shell
     reports it (128+N when killed by signal N, 130 when the recording was interrupted)."""
     if not argv:
@@ -267,7 +277,7 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
     return 128 - code if code < 0 else code
 
 
-def record_pid(pid, out, duration=None, interval=0.01, smaps_interval=1.0):
+def record_pid(pid, out, duration=None, interval=0.01, smaps_interval=5.0):
     """Attach to a running process (and what it forks) and record until it exits, `duration` seconds
     pass, or Ctrl-C. Changes nothing on the machine."""
     require_root()

@@ -1,10 +1,10 @@
 """Counter samplers: a thread reads memcg memory.stat, /proc/vmstat, zram's mm_stat and block stat and
 the recorded process's /proc/PID/status every `interval` (10 ms), and its smaps_rollup every
-`smaps_interval` (1 s), into one wide table (one row per tick, columns prefixed by source).
+`smaps_interval` (5 s), into one wide table (one row per tick, columns prefixed by source).
 
 Cost matters (the recorder must not slow inference by more than 3%): files stay open and are re-read
 with pread, and a tick keeps only the numbers (field names are parsed once, the kernel keeps their
-order): ~8 bytes per number, about 0.8 GB an hour at 10 ms with zram and memcg sources. smaps_rollup walks the page tables under mmap_lock, ~7 ms for a 650 MB resident model, so it
+order): ~8 bytes per number, about 0.8 GB an hour at 10 ms with zram and memcg sources. smaps_rollup walks the page tables under mmap_lock, 7-30 ms for a 650 MB resident model, so it
 gets its own, slower period; status has the RSS split (anon/file/shmem) and swap from O(1) counters."""
 from __future__ import annotations
 
@@ -84,9 +84,10 @@ class Source:
             toks = data.split()
             if len(toks) != self._ntok:
                 self._ntok = len(toks)
-                names = [n.rstrip(b":").decode() for n in toks[0::2]] if self.kind == "kv" else self.fixed
+                names = [n.rstrip(b":").decode() for n in toks[0::2]] if self.kind == "kv" else \
+                    self.fixed[:len(toks)]         # older kernels print fewer block-stat fields
                 self.segments.append([names, array("q"), array("q")])
-            vals = toks[1::2] if self.kind == "kv" else toks[:len(self.fixed)]
+            vals = toks[1::2] if self.kind == "kv" else toks[:len(self.segments[-1][0])]
         seg = self.segments[-1]
         vals = list(map(int, vals))
         if len(vals) == len(seg[0]):
@@ -120,7 +121,7 @@ class Sampler:
     bpf_ktime_get_ns() uses, so samples and events share one time axis."""
 
     def __init__(self, interval=0.01, memcg_stat=None, zram_dev=None, pid=None, smaps=True,
-                 smaps_interval=1.0):
+                 smaps_interval=5.0):
         self.interval = interval
         self.smaps_every = max(1, round(smaps_interval / interval)) if smaps and pid else 0
         self.pid = pid
@@ -148,6 +149,8 @@ class Sampler:
         self.ticks += 1
 
     def _loop(self):
+        # time.sleep, not Event.wait: a timed wait costs twice the CPU per wake-up, and stopping
+        # within one interval is soon enough
         nxt = time.monotonic()
         while not self._stop.is_set():
             self.sample()
@@ -155,17 +158,22 @@ class Sampler:
             delay = nxt - time.monotonic()
             if delay < 0:                   # fell behind: skip ticks, don't burst
                 nxt = time.monotonic()
-                delay = 0
-            self._stop.wait(delay)
+            else:
+                time.sleep(delay)
 
-    def start(self):
-        self._thread.start()
+    def start(self, thread=True):
+        """thread=False: the caller calls sample() on its own clock (the recorder's poll loop does,
+        saving a thread's wake-ups)."""
+        if thread:
+            self._thread.start()
 
     def stop(self):
+        if self._stop.is_set():
+            return
+        self._stop.set()
         if self._thread.is_alive():
-            self._stop.set()
             self._thread.join()
-            self.sample()                   # a final row after the command ended
+        self.sample()                       # a final row after the command ended
         for s in self.sources:
             s.close()
 

@@ -1,0 +1,133 @@
+"""Live accuracy of the recorder (root, real BPF, real cgroups, real zram; runs in CI).
+
+Sources: filemap:mm_filemap_add_to_page_cache / mm_filemap_delete_from_page_cache (one event per folio,
+__filemap_add_folio / __filemap_remove_folio), counted by an independent bpftrace one-liner and by the
+memcg's workingset_refault_file (workingset_refault()); swap-out through block:block_bio_queue vs
+zram's own block stat (zram_submit_bio accounting) and vmstat pswpout (swap_writepage's count_vm_events)."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kmemsim import trace as tr
+from test_record_helpers import kmemsim, machine_restored, summary, within  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.live
+
+CYCLIC_READER = r"""
+import mmap, sys
+f = open(sys.argv[1], 'rb')
+m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+s = 0
+for _ in range(int(sys.argv[2])):
+    for i in range(0, len(m), 4096):
+        s += m[i]
+print(s)
+"""
+
+ANON_WRITER = r"""
+import numpy as np
+a = np.empty(int(__import__('sys').argv[1]) << 20, np.uint8)
+rng = np.random.default_rng(0)
+for i in range(0, len(a), 1 << 20):
+    a[i:i + (1 << 20)] = rng.integers(0, 4, 1 << 20, dtype=np.uint8)   # compressible, never same-filled
+print(int(a[::4096].sum()))
+"""
+
+
+@pytest.fixture
+def big_file(tmp_path_factory):
+    # /var/tmp: a disk filesystem (tmpfs pages are shmem, not page cache of a file)
+    path = "/var/tmp/kmemsim-test-cyclic.bin"
+    with open(path, "wb") as f:
+        blk = os.urandom(1 << 20)
+        for _ in range(256):
+            f.write(blk)
+        f.flush()
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)   # start cold
+    yield path
+    os.unlink(path)
+
+
+def bpftrace_counter(ino):
+    """Independent count of the same tracepoints for one inode, by bpftrace."""
+    prog = (f"tracepoint:filemap:mm_filemap_add_to_page_cache /args->i_ino == {ino}/ "
+            "{ @add = sum(1 << args->order); } "
+            f"tracepoint:filemap:mm_filemap_delete_from_page_cache /args->i_ino == {ino}/ "
+            "{ @del = sum(1 << args->order); }")
+    p = subprocess.Popen(["bpftrace", "-f", "json", "-e", prog], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    line = p.stdout.readline()           # {"type": "attached_probes", ...}: counting from here
+    assert "attached_probes" in line, line
+    return p
+
+
+def bpftrace_result(p):
+    import json
+    p.send_signal(2)
+    out, _ = p.communicate(timeout=30)
+    vals = {}
+    for line in out.splitlines():
+        if line.startswith("{"):
+            d = json.loads(line)
+            if d.get("type") == "map":
+                vals.update(d["data"])
+    return vals.get("@add", 0), vals.get("@del", 0)
+
+
+def test_cyclic_file_read_page_cache_matches_bpftrace(big_file, tmp_path):
+    # source: filemap:mm_filemap_add_to_page_cache / mm_filemap_delete_from_page_cache
+    # (mm/filemap.c __filemap_add_folio, page_cache_delete), memcg workingset_refault_file
+    if not shutil.which("bpftrace"):
+        pytest.skip("bpftrace not installed (make system installs it)")
+    ino = os.stat(big_file).st_ino
+    bt = bpftrace_counter(ino)
+    out = str(tmp_path / "run")
+    try:
+        r = kmemsim("run", "--mem-limit", "128M", "-o", out, "--", sys.executable, "-c", CYCLIC_READER,
+                    big_file, "3")
+    finally:
+        added, deleted = bpftrace_result(bt)
+    assert r.returncode == 0, r.stderr
+    s = summary(out)
+    f = s["files"][big_file]
+    file_pages = os.stat(big_file).st_size // 4096
+    # the file (256 MiB) does not fit the limit (128 MiB): every pass re-reads it
+    assert f["pages_added"] > 2.5 * file_pages
+    assert f["pages_deleted"] > 1.5 * file_pages
+    assert within(f["pages_added"], added, 0.01), (f, added)
+    assert within(f["pages_deleted"], deleted, 0.01), (f, deleted)
+    # kernel counter: everything added after the first pass is a refault of an evicted page
+    assert within(f["pages_added"] - file_pages, s["memcg"]["workingset_refault_file"], 0.01)
+    assert s["complete"] is True and s["exit_code"] == 0 and s["lost_events"] == 0
+    # the trace: the file is mapped and read through its mapping
+    t = tr.load(os.path.join(out, "events.parquet"))
+    fid = next(x["id"] for x in t.meta["files"] if x["path"] == big_file)
+    mm = (t["op"] == tr.Op.MMAP) & (t["arg"] == fid)
+    assert mm.sum() == 1 and t["npages"][mm][0] == file_pages
+    reads = (t["op"] == tr.Op.READ) & (t["map"] == t["map"][mm][0])
+    assert reads.sum() > 0 and t["page"][reads].max() < file_pages
+
+
+def test_anon_beyond_limit_swap_out_matches_zram(tmp_path):
+    # source: block:block_bio_queue (submit_bio) to the swap device vs zram's /sys/block/zramN/stat
+    # (bdev io accounting in zram_submit_bio) and vmstat pswpout (mm/page_io.c count_swpout_vm_event)
+    out = str(tmp_path / "run")
+    r = kmemsim("run", "--mem-limit", "64M", "--zram", "lz4:512M", "--swappiness", "100", "-o", out, "--",
+                sys.executable, "-c", ANON_WRITER, "128")
+    assert r.returncode == 0, r.stderr
+    s = summary(out)
+    assert s["swap_out_pages"] > 16384                     # 128 MiB in 64 MiB: at least 64 MiB out
+    zram_written = s["zram"]["bio_write_sectors"] // 8     # fresh device; includes mkswap's header page
+    assert within(s["swap_out_pages"], zram_written, 0.01), (s["swap_out_pages"], zram_written)
+    assert within(s["swap_out_pages"], s["vmstat_delta"]["pswpout"], 0.01)
+    assert within(s["swap_in_pages"], s["vmstat_delta"]["pswpin"], 0.01)
+    assert s["peak_resident_bytes"] <= 64 << 20
+    assert s["reclaim"]["memcg_reclaims"] > 0 and s["major_faults"] > 0
+    import json
+    k = json.load(open(os.path.join(out, "kernel.json")))
+    assert k["zram"]["algorithm"] == "lz4" and k["mem_limit"] == 64 << 20 and k["swappiness"] == 100
