@@ -328,8 +328,8 @@ def merge(traces: list[Trace], source="merged") -> Trace:
         c["map"][has_map] += next_map
         for m in tr.meta.get("maps", []):
             meta["maps"].append({"id": int(m["id"]) + next_map, "name": m["name"]})
-        next_map = int(c["map"].max(initial=-1)) + 1 if len(c["map"]) else next_map
-        next_map = max(next_map, max((m["id"] for m in meta["maps"]), default=-1) + 1)
+        # the next trace's ids start past every id this one used (in events or metadata)
+        next_map = max(int(c["map"].max(initial=-1)), max((m["id"] for m in meta["maps"]), default=-1)) + 1
         remap = np.vectorize(lambda x: fmap.get(int(x), x), otypes=[np.int64])
         fm = (op == Op.MMAP) & (c["arg"] >= 0)
         if fm.any():
