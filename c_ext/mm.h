@@ -93,6 +93,7 @@ struct vma {
     int64_t pgoff, npages;
     uint32_t flags;            /* MAP_F_* | VM_SEQ_READ | VM_RAND_READ */
     int alive;
+    int killed;                /* its task was killed (OOM/lmkd): later events on it are dropped */
     uint8_t *pte;
 };
 

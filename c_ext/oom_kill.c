@@ -29,6 +29,8 @@ int out_of_memory(struct km_emu *e, int memcg)
     if (victim < 0) return 0;
     if (e->cfg.lmk && !memcg && e->tasks[victim].oom_score_adj < 0) return 0;
     count(e, e->cfg.lmk && !memcg ? VM_lmk_kill : VM_oom_kill, 1);
+    for (int32_t v = 0; v < e->nr_vmas; v++)
+        if (e->vmas[v].task == victim) e->vmas[v].killed = 1;
     exit_task(e, victim);
     e->tasks[victim].pid = -1;                          /* killed: its later events are dropped */
     return 1;

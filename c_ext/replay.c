@@ -69,8 +69,10 @@ void km_free(struct km_emu *e)
 
 int32_t km_policy_known(const char *name) { return policy_lookup(name) != NULL; }
 
+/* 0: go on; 1: skip the event (its mapping died with a killed task); -1: a bad trace. */
 static int vma_ok(struct km_emu *e, int64_t i, int32_t m, int64_t page, int64_t n)
 {
+    if (m >= 0 && m < e->nr_vmas && !e->vmas[m].alive && e->vmas[m].killed) return 1;
     if (m < 0 || m >= e->nr_vmas || !e->vmas[m].alive)
         return km_fail(e, "event %lld: mapping %d is not mapped", (long long)i, m);
     if (page < 0 || n < 0 || page + n > e->vmas[m].npages)
@@ -96,8 +98,16 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
         if (tk < 0 || tk >= e->nr_tasks) return km_fail(e, "event %lld: task %d unknown", (long long)i, tk);
         e->cur_task = tk;
         struct task *ts = &e->tasks[tk];
+        int ok;
         if (op[i] != OP_PROC_START && !ts->alive) {
-            if (ts->pid == -1) continue;          /* killed by OOM/lmkd: its later events vanish */
+            if (ts->pid == -1) {                  /* killed by OOM/lmkd: its later events vanish */
+                if (op[i] == OP_MMAP && map[i] == e->nr_vmas) {   /* keep mapping ids dense */
+                    if (do_mmap(e, map[i], tk, -1, 0, 0, 0) < 0) return -1;
+                    e->vmas[map[i]].alive = 0;
+                    e->vmas[map[i]].killed = 1;
+                }
+                continue;
+            }
             ts->alive = 1;                        /* traces may omit PROC_START */
         }
         switch (op[i]) {
@@ -116,17 +126,17 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             if (do_mmap(e, map[i], tk, arg[i], page[i], npages[i], flags[i]) < 0) return -1;
             break;
         case OP_MUNMAP:
-            if (vma_ok(e, i, map[i], page[i], npages[i])) return -1;
+            if ((ok = vma_ok(e, i, map[i], page[i], npages[i])) != 0) { if (ok < 0) return -1; break; }
             do_munmap(e, map[i], page[i], npages[i]);
             break;
         case OP_READ:
         case OP_WRITE:
-            if (vma_ok(e, i, map[i], page[i], npages[i])) return -1;
+            if ((ok = vma_ok(e, i, map[i], page[i], npages[i])) != 0) { if (ok < 0) return -1; break; }
             handle_range(e, map[i], page[i], npages[i], op[i] == OP_READ ? FAULT_READ :
                          (flags[i] & WRITE_F_ZERO) ? FAULT_WRITE_ZERO : FAULT_WRITE);
             break;
         case OP_MADVISE:
-            if (vma_ok(e, i, map[i], page[i], npages[i])) return -1;
+            if ((ok = vma_ok(e, i, map[i], page[i], npages[i])) != 0) { if (ok < 0) return -1; break; }
             do_madvise(e, map[i], page[i], npages[i], (int)arg[i]);
             break;
         case OP_FADVISE:
@@ -143,7 +153,7 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
         }
         case OP_MLOCK:
         case OP_MUNLOCK:
-            if (vma_ok(e, i, map[i], page[i], npages[i])) return -1;
+            if ((ok = vma_ok(e, i, map[i], page[i], npages[i])) != 0) { if (ok < 0) return -1; break; }
             mlock_range(e, map[i], page[i], npages[i], op[i] == OP_MLOCK);
             break;
         case OP_PHASE:

@@ -252,6 +252,9 @@ def test_lmkd_kills_highest_oom_score_adj_first():
     b.event(3, 20, Op.WRITE, a, 0, 8000)
     f = b.mmap(4, 10, "heap", 16000, flags=ANON_RW)
     b.event(5, 10, Op.WRITE, f, 0, 16000)
+    g = b.mmap(6, 20, "more", 10, flags=ANON_RW)         # the victim's later events are dropped
+    b.event(7, 20, Op.WRITE, g, 0, 10)
+    b.event(8, 20, Op.READ, a, 0, 10)
     res = Emulator(Config(mem=16384 * 4096, lmk=True, sample_ms=0)).replay(b.build(), check_invariants=True)
     assert res.summary["lmk_kill"] >= 1
     assert res.per_process.loc[10, "pgfault"] == 16000  # the foreground app ran to the end
