@@ -8,7 +8,7 @@ if [ "$(id -u)" != 0 ]; then
   exit 0
 fi
 need=()
-for p in python3-bpfcc bpfcc-tools bpftrace linux-headers-amd64; do
+for p in python3-bpfcc bpfcc-tools bpftrace linux-headers-amd64 chromium; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

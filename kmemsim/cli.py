@@ -59,6 +59,8 @@ def main():
 # Commands: one line each, "module:command" inside this package.
 _COMMANDS = [
     "cli_demo:demo",
+    "cli_compare:compare",
+    "cli_profile:profile",
     "cli_replay:replay",
     "cli_record:run",
     "cli_record:record",

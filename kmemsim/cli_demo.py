@@ -1,33 +1,40 @@
-"""`kmemsim demo`: the bundled default, end to end: a small scenario (an LLM beside three apps)
-becomes a trace, the emulator replays it under a memory limit with zram, and a table prints."""
+"""`kmemsim demo`: the bundled default, end to end: a small scenario (an LLM with a pre-allocated KV
+cache beside two apps) becomes one trace, the emulator replays it under the stock kernel and the
+thesis's policies (IS, DW, IS+DW), the Galaxy S25+ profile turns counts into seconds, and the
+comparison table prints (`kmemsim compare` on the same scenario writes the full report)."""
 from pathlib import Path
 
 import click
 
-from . import scenario
-from .emulator import Config, Emulator
+from . import compare as cmpmod
+from . import device as devmod
 
-BUNDLED = Path(__file__).resolve().parent.parent / "workloads" / "scenarios" / "small.toml"
-SHOWN = ["pgfault", "pgmajfault", "pgpgin", "pswpout", "pswpin", "workingset_refault_file",
-         "workingset_refault_anon", "workingset_activate_file", "pgscan_memcg", "pgsteal_memcg",
-         "oom_kill", "peak_resident_bytes", "zram_mem_used_total"]
+BUNDLED = Path(__file__).resolve().parent.parent / "workloads" / "scenarios" / "kv-prealloc-small.toml"
 
 
 @click.command()
 @click.option("--scenario", "path", type=click.Path(dir_okay=False), default=str(BUNDLED),
               show_default=True, help="scenario TOML")
-@click.option("--memcg-limit", default="384M", show_default=True)
-@click.option("--zram", default="lz4:1G", show_default=True)
-def demo(path, memcg_limit, zram):
-    """Replay the bundled small scenario and print the kernel counters."""
-    tr = scenario.build(scenario.load(path))
-    res = Emulator(Config(memcg_limit=memcg_limit, zram=zram)).replay(tr)
-    click.echo(f"{Path(path).name}: {len(tr):,} events, memcg limit {memcg_limit}, zram {zram}")
-    width = max(map(len, SHOWN))
-    for k in SHOWN:
-        click.echo(f"  {k:<{width}}  {res.summary[k]:>14,}")
-    top = res.per_phase[["pgmajfault", "pgpgin", "pswpout"]]
-    top = top[top.sum(axis=1) > 0].head(12)
-    if len(top):
-        click.echo("\nper phase (first 12 with I/O):")
-        click.echo(top.to_string())
+@click.option("--policies", default="stock,is,dw,is+dw", show_default=True)
+@click.option("--device", "device_name", default="galaxy-s25plus", show_default=True)
+@click.option("--mem", "mems", multiple=True, default=("2G", "640M"), show_default=True,
+              help="memory for the trace (RAM); repeat for several runs (default: roomy, then tight)")
+@click.option("--zram", default="zstd:1G", show_default=True)
+@click.option("-o", "--out", "out_dir", default=None, type=click.Path(file_okay=False),
+              help="also write the report (summary.csv, plots, report.html) here")
+def demo(path, policies, device_name, mems, zram, out_dir):
+    """Compare stock, IS, DW and IS+DW on the bundled small scenario and print the table."""
+    pols = cmpmod.parse_policies(policies)
+    dev = devmod.load(device_name)
+    cfgs = [cmpmod.base_config(dev, mem=m, zram=zram) for m in mems]     # all checked before any work
+    wl = cmpmod.load_workload(path)
+    for i, (mem, cfg) in enumerate(zip(mems, cfgs)):
+        cmp = cmpmod.run(wl, pols, dev, cfg)
+        click.echo(("\n" if i else "") + cmpmod.describe(cmp))
+        click.echo(cmpmod.table_text(cmp.table))
+        if out_dir:
+            d = Path(out_dir) / f"mem-{mem}" if len(mems) > 1 else Path(out_dir)
+            cmpmod.write(cmp, d)
+            click.echo(f"report: {d}/report.html")
+    if not out_dir:
+        click.echo(f"\nfull report: kmemsim compare {Path(path).name} --mem {mems[0]} --zram {zram} -o DIR")

@@ -1,0 +1,155 @@
+"""Device profiles: what a count costs in seconds on a device (workloads/devices/*.toml).
+
+A profile holds flash read latency and bandwidth by I/O size, zram compress/decompress speed per
+algorithm, the per-page reclaim scan cost, compute speed for prefill and decode, and the kernel
+settings the device implies (mapped onto kmemsim.emulator.Config fields). Counts come from the
+emulator; kmemsim.timing multiplies them by a profile.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+from .units import parse_size
+
+DEVICES_DIR = Path(__file__).resolve().parent.parent / "workloads" / "devices"
+CONFIG_KEYS = ("read_ahead_kb", "max_sectors_kb", "fault_around_bytes", "prefault_young", "swappiness",
+               "zram", "lmk", "min_free_kbytes", "watermark_scale_factor", "max_folio_order")
+ALGOS = ("lz4", "zstd", "lzo", "lzo-rle")
+
+
+@dataclass
+class Device:
+    name: str
+    description: str
+    source: str
+    ram: int                               # bytes
+    available: int                         # bytes: default --mem for what a trace models
+    kernel: dict                           # Config fields
+    io_kb: np.ndarray
+    latency_us: np.ndarray
+    bandwidth_gbps: np.ndarray
+    compress_gbps: dict
+    decompress_gbps: dict
+    zero_page_us: float
+    scan_us_per_page: float
+    decode_weight_gbps: float
+    prefill_weight_gbps: float
+    path: str = ""
+    extra: dict = field(default_factory=dict)
+
+    # --- storage ---------------------------------------------------------------------------------
+    def _interp(self, io_bytes, ys):
+        x = np.log(np.maximum(np.asarray(io_bytes, float), 1.0) / 1024.0)
+        return np.interp(x, np.log(self.io_kb), ys)
+
+    def read_latency_s(self, io_bytes):
+        """Per-I/O latency of one synchronous read of io_bytes (log-linear between table points)."""
+        return self._interp(io_bytes, self.latency_us) * 1e-6
+
+    def read_bandwidth(self, io_bytes):
+        """Bytes per second of a read of io_bytes."""
+        return self._interp(io_bytes, self.bandwidth_gbps) * 1e9
+
+    # --- zram ------------------------------------------------------------------------------------
+    def zram_algo(self, zram: str | None) -> str:
+        algo = (zram or self.kernel.get("zram") or "lz4:0").partition(":")[0]
+        if algo not in self.compress_gbps or algo not in self.decompress_gbps:
+            raise InputError(f"device {self.name}: no zram speed for algorithm {algo!r} "
+                             f"(has {', '.join(sorted(self.compress_gbps))})")
+        return algo
+
+    def config_kwargs(self) -> dict:
+        """The kernel settings this device implies, as kmemsim.emulator.Config keyword arguments."""
+        return dict(self.kernel)
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name, "description": self.description, "source": self.source,
+            "ram_bytes": self.ram, "available_bytes": self.available, "kernel": self.kernel,
+            "storage": {"io_kb": self.io_kb.tolist(), "latency_us": self.latency_us.tolist(),
+                        "bandwidth_gbps": self.bandwidth_gbps.tolist()},
+            "zram": {"compress_gbps": self.compress_gbps, "decompress_gbps": self.decompress_gbps,
+                     "zero_page_us": self.zero_page_us},
+            "reclaim": {"scan_us_per_page": self.scan_us_per_page},
+            "compute": {"decode_weight_gbps": self.decode_weight_gbps,
+                        "prefill_weight_gbps": self.prefill_weight_gbps},
+            "path": self.path,
+        }
+
+
+def names() -> list[str]:
+    return sorted(p.stem for p in DEVICES_DIR.glob("*.toml"))
+
+
+def _num(d, key, where, lo=0.0, strict=True):
+    if key not in d:
+        raise InputError(f"{where}: missing {key}")
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (v <= lo if strict else v < lo):
+        raise InputError(f"{where}: {key} must be a number {'>' if strict else '>='} {lo:g}, got {v!r}")
+    return float(v)
+
+
+def parse(raw: dict, path: str = "<device>") -> Device:
+    known = {"name", "description", "source", "memory", "kernel", "storage", "zram", "reclaim", "compute",
+             "reference", "measured"}
+    for k in raw:
+        if k not in known:
+            raise InputError(f"{path}: unknown key {k!r}")
+    mem = raw.get("memory", {})
+    try:
+        ram = parse_size(mem.get("ram", "0"), "memory.ram")
+        avail = parse_size(mem.get("available", mem.get("ram", "0")), "memory.available")
+    except InputError as e:
+        raise InputError(f"{path}: {e}")
+    kernel = dict(raw.get("kernel", {}))
+    for k in kernel:
+        if k not in CONFIG_KEYS:
+            raise InputError(f"{path}: kernel.{k} is not an emulator setting ({', '.join(CONFIG_KEYS)})")
+    st = raw.get("storage", {})
+    try:
+        io_kb = np.asarray(st["io_kb"], float)
+        lat = np.asarray(st["latency_us"], float)
+        bw = np.asarray(st["bandwidth_gbps"], float)
+    except (KeyError, ValueError, TypeError) as e:
+        raise InputError(f"{path}: storage needs io_kb, latency_us, bandwidth_gbps lists ({e})")
+    if not (len(io_kb) == len(lat) == len(bw) >= 1) or (np.diff(io_kb) <= 0).any() or \
+            (io_kb <= 0).any() or (lat < 0).any() or (bw <= 0).any():
+        raise InputError(f"{path}: storage: io_kb must increase, and the three lists have one positive "
+                         "value per I/O size")
+    z = raw.get("zram", {})
+    comp, decomp = dict(z.get("compress_gbps", {})), dict(z.get("decompress_gbps", {}))
+    for k, v in list(comp.items()) + list(decomp.items()):
+        if k not in ALGOS or isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise InputError(f"{path}: zram speed {k} = {v!r}: algorithm one of {', '.join(ALGOS)}, speed > 0")
+    c = raw.get("compute", {})
+    return Device(
+        name=str(raw.get("name", Path(path).stem)), description=str(raw.get("description", "")),
+        source=str(raw.get("source", "")), ram=ram, available=avail, kernel=kernel,
+        io_kb=io_kb, latency_us=lat, bandwidth_gbps=bw, compress_gbps=comp, decompress_gbps=decomp,
+        zero_page_us=_num(z, "zero_page_us", f"{path}: zram", strict=False),
+        scan_us_per_page=_num(raw.get("reclaim", {}), "scan_us_per_page", f"{path}: reclaim", strict=False),
+        decode_weight_gbps=_num(c, "decode_weight_gbps", f"{path}: compute"),
+        prefill_weight_gbps=_num(c, "prefill_weight_gbps", f"{path}: compute"),
+        path=str(path), extra={k: raw[k] for k in ("reference", "measured") if k in raw},
+    )
+
+
+def load(name_or_path: str | None = None) -> Device:
+    """A device by name (workloads/devices/NAME.toml) or by path. None: galaxy-s25plus."""
+    spec = name_or_path or "galaxy-s25plus"
+    p = Path(spec)
+    if not (p.suffix == ".toml" and p.exists()):
+        p = DEVICES_DIR / f"{spec}.toml"
+    if not p.exists():
+        raise InputError(f"unknown device {spec!r}; known: {', '.join(names())} (or a path to a .toml)")
+    try:
+        raw = tomllib.loads(p.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{p}: not valid TOML: {e}")
+    return parse(raw, str(p))

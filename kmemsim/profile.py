@@ -1,0 +1,389 @@
+"""`kmemsim profile`: measure this machine into a device profile (workloads/devices/this-machine.toml).
+
+- storage: O_DIRECT reads at several I/O sizes (queue depth 1, random aligned offsets) on a temp file
+  of random data; without O_DIRECT (e.g. tmpfs), posix_fadvise(DONTNEED) then pread. Per-I/O latency
+  = the 4 KiB time less its transfer at the best bandwidth seen; per size, the table keeps the
+  bandwidth that reproduces the measured median time: t(S) = latency + S / bandwidth(S).
+- zram: as root, a real zram device (hot_add, disksize, O_DIRECT writes = compress, reads =
+  decompress, then hot_remove) for each algorithm the kernel offers; otherwise, and for algorithms
+  the kernel lacks, the python lz4 / zstandard packages, one call per 4 KiB page as zram
+  does, on pages of realistic content (fp16 activations, int8 weights, heap-like structs). The file says which was used per algorithm.
+- compute: llama.cpp (llama-cpp-python) prefill and decode speed on a small synthetic q8_0 model
+  (kmemsim.synth.write_model), expressed per weight byte (the roofline kmemsim.timing uses).
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+IO_KB = [4, 16, 64, 128, 512, 2048]
+
+
+# ------------------------------------------------------------------------------------------------
+# storage
+
+def _aligned(n):
+    return mmap.mmap(-1, n)
+
+
+def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None) -> dict:
+    d = dir or os.environ.get("TMPDIR") or "/var/tmp"
+    fd, path = tempfile.mkstemp(dir=d, prefix=".kmemsim-profile-")
+    try:
+        chunk = np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+        with os.fdopen(fd, "wb") as f:
+            for i in range(file_mb):
+                f.write(chunk[i % 4096:] + chunk[:i % 4096])
+            f.flush()
+            os.fsync(f.fileno())
+        size = file_mb << 20
+        method = "O_DIRECT pread, queue depth 1"
+        try:
+            rfd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+            direct = True
+        except OSError:
+            rfd = os.open(path, os.O_RDONLY)
+            direct = False
+            method = "posix_fadvise(DONTNEED) + pread, queue depth 1 (no O_DIRECT here)"
+        rng = np.random.default_rng(1)
+        times = []
+        try:
+            for kb in IO_KB:
+                n = kb << 10
+                buf = _aligned(n)
+                ts = []
+                t_end = time.perf_counter() + seconds_per_size
+                while time.perf_counter() < t_end or len(ts) < 8:
+                    off = int(rng.integers(0, size // n)) * n
+                    if not direct:
+                        os.posix_fadvise(rfd, off, n, os.POSIX_FADV_DONTNEED)
+                    t0 = time.perf_counter()
+                    try:
+                        got = os.preadv(rfd, [buf], off)
+                    except OSError:
+                        if not direct:
+                            raise
+                        os.close(rfd)
+                        rfd = os.open(path, os.O_RDONLY)
+                        direct = False
+                        method = "posix_fadvise(DONTNEED) + pread, queue depth 1 (O_DIRECT refused)"
+                        continue
+                    ts.append(time.perf_counter() - t0)
+                    if got != n:
+                        raise InputError(f"profile: short read on {path}")
+                    if len(ts) > 20000:
+                        break
+                times.append(float(np.median(ts)))
+                if progress:
+                    progress(f"storage {kb} KiB: {np.median(ts) * 1e6:.0f} us")
+        finally:
+            os.close(rfd)
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    S = np.array(IO_KB, float) * 1024
+    t = np.array(times)
+    # per-I/O latency: the 4 KiB time less its transfer at the best bandwidth seen at any size
+    a = float(max(0.0, t[0] - S[0] / float((S / t).max())))
+    bw = S / np.maximum(t - a, 1e-9)
+    return {"method": method, "dir": d, "io_kb": IO_KB, "measured_us": [round(x * 1e6, 2) for x in t],
+            "latency_us": [round(a * 1e6, 2)] * len(IO_KB), "bandwidth_gbps": [round(x / 1e9, 4) for x in bw]}
+
+
+# ------------------------------------------------------------------------------------------------
+# zram
+
+def sample_pages(n_pages=2048, seed=0) -> bytes:
+    """4 KiB pages of realistic anonymous content: fp16 activations, int8 weights, heap-like structs
+    (no zero pages: zram stores those without compressing)."""
+    rng = np.random.default_rng(seed)
+    k = n_pages // 3
+    fp16 = rng.normal(0, 1, k * 2048).astype(np.float16).tobytes()
+    q8 = np.clip(rng.normal(0, 30, k * 4096), -127, 127).astype(np.int8).tobytes()
+    m = n_pages - 2 * k
+    rec = np.zeros((m * 4096 // 32, 4), np.int64)         # 32-byte structs: pointer, small ints, flags
+    rec[:, 0] = 0x7f0000000000 + rng.integers(0, 1 << 24, len(rec)) * 16
+    rec[:, 1] = rng.integers(0, 100, len(rec))
+    rec[:, 2] = rng.integers(0, 4, len(rec))
+    rec[:, 3] = rng.choice([0, 1, -1], len(rec))
+    return fp16 + q8 + rec.tobytes()
+
+
+def _py_codec(algo):
+    if algo == "lz4":
+        import lz4.block as lb
+        return (lambda p: lb.compress(p, store_size=False)), (lambda c: lb.decompress(c, uncompressed_size=4096))
+    if algo == "zstd":
+        import zstandard as zs
+        cc, dc = zs.ZstdCompressor(level=1), zs.ZstdDecompressor()   # zram's zstd default level is 1... 3
+        return cc.compress, (lambda c: dc.decompress(c, max_output_size=4096))
+    return None
+
+
+def zram_python(algo, pages: bytes, rounds=3) -> dict | None:
+    codec = _py_codec(algo)
+    if codec is None:
+        return None
+    comp, decomp = codec
+    n = len(pages) // 4096
+    views = [pages[i * 4096:(i + 1) * 4096] for i in range(n)]
+    best_c, best_d = 1e9, 1e9
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        cs = [comp(v) for v in views]
+        t1 = time.perf_counter()
+        for c in cs:
+            decomp(c)
+        t2 = time.perf_counter()
+        best_c, best_d = min(best_c, t1 - t0), min(best_d, t2 - t1)
+    ratio = len(pages) / sum(len(c) for c in cs)
+    return {"compress_gbps": len(pages) / best_c / 1e9, "decompress_gbps": len(pages) / best_d / 1e9,
+            "ratio": ratio, "method": f"python {algo} package, one 4 KiB page per call (includes call overhead)"}
+
+
+def zram_kernel_algos() -> list[str]:
+    p = Path("/sys/block/zram0/comp_algorithm")
+    if p.exists():
+        return [a.strip("[]") for a in p.read_text().split()]
+    return []
+
+
+def zram_real(algo, pages: bytes) -> dict | None:
+    """Compress/decompress through a real zram block device (root). Leaves no device behind."""
+    ctl = Path("/sys/class/zram-control")
+    if os.geteuid() != 0 or not (ctl / "hot_add").exists():
+        return None
+    try:
+        idx = int((ctl / "hot_add").read_text().strip())
+    except OSError:
+        return None
+    sysd = Path(f"/sys/block/zram{idx}")
+    dev = f"/dev/zram{idx}"
+    try:
+        (sysd / "comp_algorithm").write_text(algo)
+        size = len(pages)
+        (sysd / "disksize").write_text(str(size * 2))
+        for _ in range(50):
+            if os.path.exists(dev):
+                break
+            time.sleep(0.02)
+        buf = _aligned(size)
+        buf.write(pages)
+        best_c, best_d = 1e9, 1e9
+        for _ in range(3):
+            fd = os.open(dev, os.O_RDWR | os.O_DIRECT)
+            try:
+                t0 = time.perf_counter()
+                os.pwritev(fd, [buf], 0)
+                t1 = time.perf_counter()
+                rb = _aligned(size)
+                os.preadv(fd, [rb], 0)
+                t2 = time.perf_counter()
+            finally:
+                os.close(fd)
+            best_c, best_d = min(best_c, t1 - t0), min(best_d, t2 - t1)
+        mm = (sysd / "mm_stat").read_text().split()
+        ratio = int(mm[0]) / max(1, int(mm[1]))
+        return {"compress_gbps": size / best_c / 1e9, "decompress_gbps": size / best_d / 1e9, "ratio": ratio,
+                "method": f"real zram device (/dev/zram{idx}, {algo}), O_DIRECT write/read of {size >> 20} MiB"}
+    except OSError:
+        return None
+    finally:
+        try:
+            (sysd / "reset").write_text("1")
+        except OSError:
+            pass
+        try:
+            (ctl / "hot_remove").write_text(str(idx))
+        except OSError:
+            pass
+
+
+def zram(progress=None, real=True) -> dict:
+    pages = sample_pages()
+    kernel = set(zram_kernel_algos()) if real else set()
+    out = {}
+    for algo in ("lz4", "zstd", "lzo", "lzo-rle"):
+        r = zram_real(algo, pages) if algo in kernel else None
+        if r is None:
+            r = zram_python(algo, pages)
+        if r is None:
+            continue
+        out[algo] = r
+        if progress:
+            progress(f"zram {algo}: compress {r['compress_gbps']:.2f} GB/s, decompress "
+                     f"{r['decompress_gbps']:.2f} GB/s ({r['method'].split(',')[0]})")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# compute (llama.cpp)
+
+def compute(prompt=128, decode=32, progress=None, threads=None) -> dict | None:
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    from . import synth
+    with tempfile.TemporaryDirectory(prefix="kmemsim-profile-") as d:
+        path = synth.write_model(os.path.join(d, "m.gguf"), "Qwen3-0.6B", "q8_0", layers=4, progress=False)
+        wbytes = os.path.getsize(path)
+        from .llama_trace import _quiet
+        _quiet(llama_cpp)
+        llama_cpp.llama_backend_init()
+        mp = llama_cpp.llama_model_default_params()
+        model = llama_cpp.llama_model_load_from_file(path.encode(), mp)
+        if not model:
+            return None
+        cp = llama_cpp.llama_context_default_params()
+        cp.n_ctx = prompt + decode + 16
+        cp.n_batch = prompt
+        cp.n_ubatch = prompt
+        if threads:
+            cp.n_threads = cp.n_threads_batch = threads
+        lctx = llama_cpp.llama_init_from_model(model, cp)
+        try:
+            vocab = llama_cpp.llama_model_get_vocab(model)
+            nv = llama_cpp.llama_vocab_n_tokens(vocab)
+            rng = np.random.default_rng(0)
+            toks = [int(x) for x in rng.integers(300, nv, prompt)]
+            arr = (llama_cpp.llama_token * prompt)(*toks)
+            llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(arr, prompt))   # warm-up
+            mem = llama_cpp.llama_get_memory(lctx)
+            llama_cpp.llama_memory_clear(mem, True)
+            t0 = time.perf_counter()
+            if llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(arr, prompt)) != 0:
+                return None
+            t_pre = time.perf_counter() - t0
+            steps = []
+            for j in range(decode):
+                one = (llama_cpp.llama_token * 1)(toks[j % prompt])
+                t0 = time.perf_counter()
+                llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(one, 1))
+                steps.append(time.perf_counter() - t0)
+        finally:
+            llama_cpp.llama_free(lctx)
+            llama_cpp.llama_model_free(model)
+    dec = float(np.median(steps))
+    # The weight bytes a step reads: the file minus token_embd's unread rows (get_rows reads one row)
+    from . import synth as _s
+    L = _s.layout_from_preset("Qwen3-0.6B", type="q8_0", layers=4)
+    w_step = sum(t.n_bytes for t in L.tensors if t.name != "token_embd.weight")
+    tied = not any(t.name == "output.weight" for t in L.tensors)
+    if tied:      # the tied embedding is the output head: read whole once per step
+        w_step += L.tensor("token_embd.weight").n_bytes
+    r = {"model": "synthetic Qwen3-0.6B shape, 4 layers, q8_0 (kmemsim.synth.write_model)",
+         "file_bytes": wbytes, "weight_bytes_per_step": int(w_step), "prefill_tokens": prompt,
+         "prefill_tok_s": prompt / t_pre, "decode_tok_s": 1.0 / dec,
+         "decode_weight_gbps": w_step / dec / 1e9, "prefill_weight_gbps": prompt * w_step / t_pre / 1e9,
+         "llama_cpp": getattr(llama_cpp, "__version__", "?")}
+    if progress:
+        progress(f"llama.cpp: prefill {r['prefill_tok_s']:.0f} tok/s, decode {r['decode_tok_s']:.1f} tok/s")
+    return r
+
+
+# ------------------------------------------------------------------------------------------------
+
+def measure(progress=None, storage_dir=None, quick=False) -> dict:
+    st = storage(storage_dir, file_mb=64 if quick else 256, seconds_per_size=0.15 if quick else 0.4,
+                 progress=progress)
+    zr = zram(progress)
+    cp = compute(prompt=64 if quick else 128, decode=8 if quick else 32, progress=progress)
+    return {"storage": st, "zram": zr, "compute": cp}
+
+
+def _mem_total():
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _read_ahead_kb(d):
+    try:
+        dev = os.stat(d).st_dev
+        maj, mn = os.major(dev), os.minor(dev)
+        p = Path(f"/sys/dev/block/{maj}:{mn}")
+        for q in (p / "queue", p.resolve().parent / "queue"):
+            if (q / "read_ahead_kb").exists():
+                return int((q / "read_ahead_kb").read_text()), int((q / "max_sectors_kb").read_text())
+    except (OSError, ValueError):
+        pass
+    return 128, 512
+
+
+def to_toml(m: dict) -> str:
+    st, zr, cp = m["storage"], m["zram"], m["compute"]
+    ram = _mem_total()
+    ra, ms = _read_ahead_kb(st["dir"])
+    try:
+        fa = int(Path("/sys/kernel/mm/transparent_hugepage/../../debug/fault_around_bytes").read_text())
+    except (OSError, ValueError):
+        fa = 65536
+    algo = "lz4" if "lz4" in zr else (sorted(zr)[0] if zr else "lz4")
+    q = lambda xs: "[" + ", ".join(f"{x:g}" for x in xs) + "]"
+    key = lambda a: '"lzo-rle"' if a == "lzo-rle" else a
+    comp = ", ".join(f"{key(a)} = {r['compress_gbps']:.3f}" for a, r in zr.items())
+    dec = ", ".join(f"{key(a)} = {r['decompress_gbps']:.3f}" for a, r in zr.items())
+    zlines = "\n".join(f"#   {a}: {r['method']}; ratio {r['ratio']:.2f}" for a, r in zr.items())
+    if cp:
+        comp_txt = (f"# measured: {cp['model']}, llama-cpp-python {cp['llama_cpp']}: prefill "
+                    f"{cp['prefill_tok_s']:.1f} tok/s ({cp['prefill_tokens']}-token ubatch), decode "
+                    f"{cp['decode_tok_s']:.1f} tok/s, {cp['weight_bytes_per_step'] / 2**20:.1f} MiB of weights "
+                    f"per step\ndecode_weight_gbps = {cp['decode_weight_gbps']:.3f}\n"
+                    f"prefill_weight_gbps = {cp['prefill_weight_gbps']:.3f}")
+    else:
+        comp_txt = ("# llama-cpp-python missing: [estimate] placeholders\n"
+                    "decode_weight_gbps = 10.0\nprefill_weight_gbps = 50.0")
+    return f"""# This machine, measured by `kmemsim profile` on {time.strftime('%Y-%m-%d %H:%M')} ({platform.node()},
+# {platform.machine()}, kernel {platform.release()}). Re-run it to refresh; edit freely.
+name = "this-machine"
+description = "this machine ({platform.machine()}, {os.cpu_count()} CPUs, {ram / 2**30:.1f} GiB), measured"
+source = "measured by kmemsim profile (storage: {st['method']}; zram: see [zram]; compute: llama.cpp)"
+
+[memory]
+ram = {ram}
+available = {ram // 2}           # half of RAM for what a trace models [estimate]
+
+[kernel]
+read_ahead_kb = {ra}              # this machine's block queue setting
+max_sectors_kb = {ms}
+fault_around_bytes = {fa}
+prefault_young = {'true' if platform.machine() in ('x86_64', 'AMD64') else 'false'}   # x86 prefaults young PTEs, arm64 old
+swappiness = 60
+zram = "{algo}:4G"
+lmk = false
+
+[storage]
+# {st['method']} on a temp file of random data in {st['dir']}; median per size:
+# measured_us = {q(st['measured_us'])}
+# t(S) = latency + S / bandwidth(S): latency = the 4 KiB time less its transfer at the best bandwidth
+# seen; bandwidth(S) reproduces the measured median time at each size.
+io_kb = {q(st['io_kb'])}
+latency_us = {q(st['latency_us'])}
+bandwidth_gbps = {q(st['bandwidth_gbps'])}
+
+[zram]
+# per algorithm (one core):
+{zlines}
+compress_gbps = {{ {comp} }}
+decompress_gbps = {{ {dec} }}
+zero_page_us = 0.5                # [estimate] fault + clear of a same-filled page
+
+[reclaim]
+scan_us_per_page = 0.15           # [estimate] not measured (needs a kernel reclaim benchmark)
+
+[compute]
+{comp_txt}
+"""

@@ -1,0 +1,299 @@
+"""The time model: seconds = counts x device profile, per phase.
+
+Counts come from the emulator (per-phase counters of kmemsim.emulator.Result); seconds come from a
+kmemsim.device.Device. The two stay apart: nothing here changes what the emulator counts.
+
+Stall time of a phase (what the waiting task pays; kswapd's work is not charged to anyone):
+
+    stall_read_ios x latency(S) + stall_read_pages x 4096 / bandwidth(S)      S = pages/ios x 4096
+  + (stall_swapin_pages - swapin_zero) x 4096 / zram decompress speed
+  + swapin_zero x zero_page_us                       (a same-filled page: a fault and a clear)
+  + stall_reclaim_swapout x 4096 / zram compress speed
+  + stall_reclaim_scanned x scan_us_per_page
+
+Compute time of a llama_decode step (a prefill ubatch of n tokens, or a decode step of n = paths
+tokens) that reads W weight bytes, a roofline:  max(W / decode_weight_gbps, n x W / prefill_weight_gbps).
+Attention over the KV cache and the sampling are not charged (small next to the weights at the
+context lengths used here).
+
+Phases: the trace's PHASE marks carry names shared by every request ("decode token 3" happens in
+each request) and the core keeps one current phase for all processes. `split_phases` rewrites a
+copy of the trace so that every mark is its own phase and each event is charged to the latest mark
+of its own process (it re-marks where processes interleave; `oom_score_adj` marks, which are only
+notes, are dropped; a `foreground X` mark ends each `switch to X` burst). The emulator then counts
+per occurrence, and per process.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .trace import CLASS_SHIFT, PAGE_SIZE, MapFlag, Op, PageClass, Trace
+
+STALL_COUNTERS = ["stall_read_ios", "stall_read_pages", "stall_swapin_pages", "swapin_zero",
+                  "stall_reclaim_swapout", "stall_reclaim_scanned"]
+_REQ = re.compile(r"^(request \d+)( session .*)?$")
+
+
+# ------------------------------------------------------------------------------------------------
+# Phase occurrences
+
+def _kind(name: str) -> str:
+    if name.endswith(" end"):
+        return "end"
+    if name.startswith("prefill ubatch"):
+        return "prefill"
+    if name.startswith("decode token"):
+        return "decode"
+    if _REQ.match(name):
+        return "request"
+    if name.startswith("switch to "):
+        return "switch"
+    if name.startswith("foreground "):
+        return "foreground"
+    if name.startswith("create session"):
+        return "create"
+    if name.startswith("launch "):
+        return "launch"
+    if name == "load":
+        return "load"
+    return "other"
+
+
+def split_phases(tr: Trace) -> tuple[Trace, pd.DataFrame]:
+    """A copy of `tr` whose phases are occurrences charged per process, and the occurrence table
+    (index = phase id in the copy): t, pid, name, kind, request (label of the enclosing request, or
+    ""), ubatch (index of a prefill ubatch inside its request), weight_bytes (weight pages read)."""
+    c = tr.cols
+    names = list(tr.meta.get("phases", []))
+    op, pid, t, arg = c["op"], c["pid"], c["t"], c["arg"]
+    is_ph = op == Op.PHASE
+    adj = np.zeros(len(op), bool)
+    if is_ph.any():
+        isadj = np.array([n.startswith("oom_score_adj") for n in names] + [False], bool)
+        a = np.where(is_ph, arg, len(names))
+        adj = is_ph & isadj[np.clip(a, 0, len(names))]
+    keep = ~adj
+    cols = {k: v[keep] for k, v in c.items()}
+    op, pid, t, arg = cols["op"], cols["pid"], cols["t"], cols["arg"]
+    is_ph = op == Op.PHASE
+
+    # "foreground X": the first event of X's process after its switch-in burst (same timestamp)
+    ph_idx = np.flatnonzero(is_ph)
+    ins_pos, ins_t, ins_pid, ins_name = [], [], [], []
+    if len(ph_idx):
+        ph_names = [names[int(a)] for a in arg[ph_idx]]
+        by_pid = {}
+        for i, n in zip(ph_idx, ph_names):
+            if not n.startswith("switch to "):
+                continue
+            p = int(pid[i])
+            if p not in by_pid:
+                by_pid[p] = (np.flatnonzero(pid == p), np.flatnonzero(is_ph & (pid == p)))
+            rows, marks = by_pid[p]
+            nxt_mark = marks[np.searchsorted(marks, i, side="right")] if (marks > i).any() else len(op)
+            cand = rows[(rows > i) & (rows < nxt_mark)]
+            cand = cand[t[cand] > t[i]]
+            if len(cand):
+                ins_pos.append(int(cand[0])); ins_t.append(int(t[cand[0]])); ins_pid.append(p)
+                ins_name.append("foreground " + n[len("switch to "):])
+    # new phase table: original marks in order, inserted ones where they go
+    occ_src = np.concatenate([ph_idx, np.asarray(ins_pos, np.int64)]).astype(np.float64)
+    occ_src[len(ph_idx):] -= 0.5        # an inserted mark precedes the row it is inserted at
+    occ_names = [names[int(a)] for a in arg[ph_idx]] + ins_name
+    order = np.argsort(occ_src, kind="stable")
+    new_id = np.empty(len(order), np.int64)
+    new_id[order] = np.arange(len(order))
+    occ_names = [occ_names[i] for i in order]
+    arg = arg.copy()
+    arg[ph_idx] = new_id[:len(ph_idx)]
+    if ins_pos:
+        ins = np.asarray(ins_pos)
+        row = {k: v[ins].copy() for k, v in cols.items()}
+        row["op"][:] = Op.PHASE
+        row["map"][:] = -1
+        row["page"][:] = 0
+        row["npages"][:] = 0
+        row["flags"][:] = 0
+        row["arg"] = new_id[len(ph_idx):]
+        cols = {k: np.insert(v if k != "arg" else arg, ins, row[k]) for k, v in cols.items()}
+    else:
+        cols["arg"] = arg
+    cols = _attribute(cols)
+    meta = dict(tr.meta)
+    meta["phases"] = [f"#{i} {n}" for i, n in enumerate(occ_names)]
+    out = Trace(cols, meta)
+
+    # occurrence table
+    op, pid, t, arg = cols["op"], cols["pid"], cols["t"], cols["arg"]
+    is_ph = op == Op.PHASE
+    first = {}
+    for i in np.flatnonzero(is_ph):          # one row per phase mark (few): first mark of each id
+        first.setdefault(int(arg[i]), i)
+    rows = np.array([first[k] for k in range(len(occ_names))], np.int64)
+    occ = pd.DataFrame({"t": t[rows], "pid": pid[rows], "name": occ_names})
+    occ["kind"] = [_kind(n) for n in occ_names]
+    req, cur, ub, k = [], {}, [], {}
+    for p, n, kd in zip(occ["pid"], occ["name"], occ["kind"]):
+        p = int(p)
+        if kd in ("request", "create"):
+            cur[p] = n
+            k[p] = 0
+        elif kd in ("end", "load", "switch", "launch"):
+            cur[p] = ""
+        r = cur.get(p, "") if kd in ("request", "create", "prefill", "decode") else ""
+        req.append(r)
+        if kd == "prefill" and r:
+            ub.append(k[p]); k[p] += 1
+        else:
+            ub.append(-1)
+    occ["request"] = req
+    occ["ubatch"] = ub
+    occ["weight_bytes"] = weight_read_bytes(out, len(occ_names))
+    occ.index.name = "phase_id"
+    return out, occ
+
+
+def _attribute(cols: dict) -> dict:
+    """Insert PHASE re-marks so that each event runs in the latest phase of its own process."""
+    op, pid, arg = cols["op"], cols["pid"], cols["arg"]
+    is_ph = op == Op.PHASE
+    s = pd.Series(np.where(is_ph, arg, np.nan))
+    eff = s.groupby(pid).ffill().ffill().fillna(-1).to_numpy().astype(np.int64)
+    prev = np.concatenate([[-1], eff[:-1]])
+    need = np.flatnonzero(~is_ph & (eff != prev) & (eff >= 0))
+    if not len(need):
+        return cols
+    row = {k: v[need].copy() for k, v in cols.items()}
+    row["op"][:] = Op.PHASE
+    row["map"][:] = -1
+    row["page"][:] = 0
+    row["npages"][:] = 0
+    row["flags"][:] = 0
+    row["arg"] = eff[need]
+    return {k: np.insert(v, need, row[k]) for k, v in cols.items()}
+
+
+def weight_read_bytes(tr: Trace, n_phases: int) -> np.ndarray:
+    """Bytes of model weights read (READ events on weight mappings) per phase id."""
+    c = tr.cols
+    mm = c["op"] == Op.MMAP
+    cls = (c["flags"][mm] >> CLASS_SHIFT) & 0xFF
+    is_w = ((c["flags"][mm] & MapFlag.WEIGHTS) != 0) | np.isin(cls, [PageClass.WEIGHTS_Q, PageClass.WEIGHTS_F16])
+    ids = c["map"][mm]
+    wmap = np.zeros(int(ids.max(initial=-1)) + 2, bool)
+    wmap[ids[is_w]] = True
+    is_ph = c["op"] == Op.PHASE
+    cur = pd.Series(np.where(is_ph, c["arg"], np.nan)).ffill().fillna(-1).to_numpy().astype(np.int64)
+    sel = (c["op"] == Op.READ) & (c["map"] >= 0) & (cur >= 0)
+    sel[sel] = wmap[c["map"][sel]]
+    return np.bincount(cur[sel], weights=c["npages"][sel].astype(float) * PAGE_SIZE,
+                       minlength=n_phases)[:n_phases]
+
+
+# ------------------------------------------------------------------------------------------------
+# Seconds
+
+def stall_seconds(counts: pd.DataFrame, device, zram_algo: str) -> pd.DataFrame:
+    """Per row of counts (columns named as the core's counters): the stall seconds by cause."""
+    g = lambda k: counts[k].to_numpy(dtype=float) if k in counts else np.zeros(len(counts))
+    ios, pages = g("stall_read_ios"), g("stall_read_pages")
+    io_bytes = np.where(ios > 0, pages * PAGE_SIZE / np.maximum(ios, 1), PAGE_SIZE)
+    read = ios * device.read_latency_s(io_bytes) + pages * PAGE_SIZE / device.read_bandwidth(io_bytes)
+    zero = np.minimum(g("swapin_zero"), g("stall_swapin_pages"))
+    swapin = (g("stall_swapin_pages") - zero) * PAGE_SIZE / (device.decompress_gbps[zram_algo] * 1e9) \
+        + zero * device.zero_page_us * 1e-6
+    reclaim = g("stall_reclaim_swapout") * PAGE_SIZE / (device.compress_gbps[zram_algo] * 1e9) \
+        + g("stall_reclaim_scanned") * device.scan_us_per_page * 1e-6
+    out = pd.DataFrame({"read_s": read, "swapin_s": swapin, "reclaim_s": reclaim}, index=counts.index)
+    out["stall_s"] = out["read_s"] + out["swapin_s"] + out["reclaim_s"]
+    return out
+
+
+def compute_seconds(weight_bytes, tokens, device) -> np.ndarray:
+    """Roofline compute time of llama_decode steps: max(W / decode bw, tokens x W / prefill rate)."""
+    w = np.asarray(weight_bytes, float)
+    n = np.asarray(tokens, float)
+    return np.where(n > 0, np.maximum(w / (device.decode_weight_gbps * 1e9),
+                                      n * w / (device.prefill_weight_gbps * 1e9)), 0.0)
+
+
+def phase_times(per_phase: pd.DataFrame, occ: pd.DataFrame, device, zram_algo: str,
+                tokens: np.ndarray | None = None) -> pd.DataFrame:
+    """occ (from split_phases) + the per-occurrence counters of a replay -> seconds per occurrence.
+    tokens: tokens of each occurrence's llama_decode step (prefill ubatch size, or paths for a
+    decode step); None: 1 per prefill/decode phase."""
+    counts = per_phase.reset_index(drop=True).iloc[:len(occ)]
+    counts.index = occ.index
+    st = stall_seconds(counts, device, zram_algo)
+    if tokens is None:
+        tokens = occ["kind"].isin(["prefill", "decode"]).to_numpy(int)
+    out = occ.copy()
+    out["tokens"] = np.asarray(tokens)
+    out["compute_s"] = compute_seconds(out["weight_bytes"], out["tokens"], device)
+    for k in st:
+        out[k] = st[k].to_numpy()
+    for k in STALL_COUNTERS + ["pgmajfault", "pgpgin", "pswpin"]:
+        if k in counts:
+            out[k] = counts[k].to_numpy()
+    out["time_s"] = out["compute_s"] + out["stall_s"]
+    return out
+
+
+def metrics(pt: pd.DataFrame) -> dict:
+    """TTFT, time per output token, request latency, app-switch latency from phase_times().
+    TTFT of a request = its prompt phases (the request mark + its prefill ubatches; the model load
+    excluded); TPOT = median decode step; request latency = all its phases until its end mark."""
+    llm = pt[pt["request"].str.startswith("request ")]
+    per_req = llm.groupby("request", sort=False).agg(
+        t=("t", "min"),
+        ttft_s=("time_s", lambda s: s[llm.loc[s.index, "kind"].isin(["request", "prefill"])].sum()),
+        latency_s=("time_s", "sum"),
+        decode_steps=("kind", lambda s: int((s == "decode").sum())),
+    )
+    dec = llm[llm["kind"] == "decode"]
+    sw = pt[pt["kind"] == "switch"]
+    return {
+        "requests": per_req,
+        "ttft_s": float(per_req["ttft_s"].mean()) if len(per_req) else float("nan"),
+        "ttft_max_s": float(per_req["ttft_s"].max()) if len(per_req) else float("nan"),
+        "tpot_s": float(dec["time_s"].median()) if len(dec) else float("nan"),
+        "tpot_p90_s": float(dec["time_s"].quantile(0.9)) if len(dec) else float("nan"),
+        "request_latency_s": float(per_req["latency_s"].mean()) if len(per_req) else float("nan"),
+        "switch_latency_s": float(sw["time_s"].mean()) if len(sw) else float("nan"),
+        "switch_latency_max_s": float(sw["time_s"].max()) if len(sw) else float("nan"),
+        "llm_stall_s": float(llm["stall_s"].sum()),
+        "decode_steps": dec,
+    }
+
+
+def ubatch_sizes(new: int, batch: int, ubatch: int, seqs: int) -> list[int]:
+    """Tokens of each prefill ubatch for `new` prompt tokens (as kmemsim.scenario._serve and
+    llama_workload split them: per sequence, n_batch chunks cut into n_ubatch pieces)."""
+    out = []
+    for _ in range(max(1, int(seqs))):
+        pos = 0
+        while pos < new:
+            nb = min(batch, new - pos)
+            b = pos
+            while b < pos + nb:
+                nu = min(ubatch, pos + nb - b)
+                out.append(nu)
+                b += nu
+            pos += nb
+    return out
+
+
+def tokens_for(occ: pd.DataFrame, prompts: dict, batch: int, ubatch: int, seqs: int) -> np.ndarray:
+    """Tokens per occurrence: prompts maps a request label (e.g. "request 3 session chat") to its
+    new prompt tokens; decode steps get `seqs` tokens."""
+    tok = np.zeros(len(occ), np.int64)
+    kinds, reqs, ubs = occ["kind"].to_numpy(), occ["request"].to_numpy(), occ["ubatch"].to_numpy()
+    sizes = {r: ubatch_sizes(n, batch, ubatch, seqs) for r, n in prompts.items()}
+    for i in np.flatnonzero(kinds == "prefill"):
+        s = sizes.get(reqs[i])
+        tok[i] = s[ubs[i]] if s is not None and 0 <= ubs[i] < len(s) else 1
+    tok[kinds == "decode"] = max(1, int(seqs))
+    return tok

@@ -1,0 +1,157 @@
+"""The time model (kmemsim.timing) and device profiles (kmemsim.device): seconds = counts x profile."""
+import tomllib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kmemsim import device, profile, timing
+from kmemsim.emulator import Config, Emulator, ffi
+from kmemsim.errors import InputError
+from kmemsim.trace import Op, TraceBuilder
+
+# A profile with round numbers, so the expected seconds can be worked out by hand.
+RAW = {
+    "name": "hand", "memory": {"ram": "4G", "available": "2G"}, "kernel": {"zram": "lz4:1G", "read_ahead_kb": 128},
+    "storage": {"io_kb": [4, 64], "latency_us": [100, 100], "bandwidth_gbps": [0.4096, 4.096]},
+    "zram": {"compress_gbps": {"lz4": 0.4096}, "decompress_gbps": {"lz4": 4.096}, "zero_page_us": 2.0},
+    "reclaim": {"scan_us_per_page": 0.5},
+    "compute": {"decode_weight_gbps": 10.0, "prefill_weight_gbps": 100.0},
+}
+
+
+def hand():
+    return device.parse(RAW, "hand.toml")
+
+
+def test_stall_seconds_from_hand_made_counts():
+    d = hand()
+    counts = pd.DataFrame([
+        # 10 reads of 4 KiB: 10 x 100 us + 10 x 4096 B / 0.4096 GB/s = 1 ms + 0.1 ms
+        dict(stall_read_ios=10, stall_read_pages=10),
+        # 2 reads of 64 KiB (32 pages): 2 x 100 us + 32 x 4096 / 4.096e9 = 200 us + 32 us
+        dict(stall_read_ios=2, stall_read_pages=32),
+        # 1000 swap-ins, 400 same-filled: 600 x 4096 / 4.096e9 = 600 us; 400 x 2 us = 800 us
+        dict(stall_swapin_pages=1000, swapin_zero=400),
+        # direct reclaim: 100 compressed (100 x 4096 / 0.4096e9 = 1 ms) and 2000 scanned (x 0.5 us = 1 ms)
+        dict(stall_reclaim_swapout=100, stall_reclaim_scanned=2000),
+        {},
+    ]).fillna(0)
+    s = timing.stall_seconds(counts, d, "lz4")
+    assert s["read_s"].tolist() == pytest.approx([1.1e-3, 232e-6, 0, 0, 0], abs=1e-12)
+    assert s["swapin_s"].tolist() == pytest.approx([0, 0, 1.4e-3, 0, 0], abs=1e-12)
+    assert s["reclaim_s"].tolist() == pytest.approx([0, 0, 0, 2e-3, 0], abs=1e-12)
+    assert s["stall_s"].tolist() == pytest.approx([1.1e-3, 232e-6, 1.4e-3, 2e-3, 0], abs=1e-12)
+
+
+def test_io_size_interpolates_between_table_points():
+    d = hand()
+    # log-linear between 4 KiB and 64 KiB: 16 KiB is halfway in log2 -> bandwidth halfway
+    assert d.read_bandwidth(16 * 1024) == pytest.approx((0.4096 + 4.096) / 2 * 1e9)
+    assert d.read_bandwidth(1 << 30) == pytest.approx(4.096e9)      # clamped past the table
+    assert d.read_latency_s(4096) == pytest.approx(100e-6)
+
+
+def test_compute_roofline():
+    d = hand()
+    w = 1e9                                   # 1 GB of weights per step
+    # decode: 1 token -> max(1e9 / 10e9, 1 x 1e9 / 100e9) = 0.1 s (memory-bound)
+    # prefill of 50 tokens -> max(0.1, 50 x 0.01) = 0.5 s (compute-bound)
+    assert timing.compute_seconds([w, w, w], [1, 50, 0], d).tolist() == pytest.approx([0.1, 0.5, 0.0])
+
+
+def test_phase_times_and_metrics_on_a_hand_made_request():
+    d = hand()
+    occ = pd.DataFrame({
+        "t": [0, 1, 2, 3, 4, 5, 6],
+        "pid": [1, 1, 1, 1, 1, 2, 1],
+        "name": ["request 0", "prefill ubatch 0", "decode token 0", "decode token 1", "decode token 2",
+                 "switch to app", "request 0 end"],
+        "kind": ["request", "prefill", "decode", "decode", "decode", "switch", "end"],
+        "request": ["request 0"] * 5 + ["", ""],
+        "ubatch": [-1, 0, -1, -1, -1, -1, -1],
+        "weight_bytes": [0, 1e9, 1e9, 1e9, 1e9, 0, 0],
+    })
+    per_phase = pd.DataFrame({k: [0] * 7 for k in timing.STALL_COUNTERS})
+    per_phase.loc[1, ["stall_read_ios", "stall_read_pages"]] = [10, 10]      # 1.1 ms in the prompt
+    per_phase.loc[3, ["stall_swapin_pages"]] = [1000]                        # 1 ms in token 1
+    per_phase.loc[5, ["stall_read_ios", "stall_read_pages"]] = [2, 32]       # 232 us in the switch
+    tok = timing.tokens_for(occ, {"request 0": 50}, batch=512, ubatch=512, seqs=1)
+    assert tok.tolist() == [0, 50, 1, 1, 1, 0, 0]
+    pt = timing.phase_times(per_phase, occ, d, "lz4", tok)
+    m = timing.metrics(pt)
+    assert m["ttft_s"] == pytest.approx(0.5 + 1.1e-3)
+    assert m["tpot_s"] == pytest.approx(0.1)                     # median of 0.1, 0.101, 0.1
+    assert m["request_latency_s"] == pytest.approx(0.5 + 1.1e-3 + 0.3 + 1e-3)
+    assert m["switch_latency_s"] == pytest.approx(232e-6)
+
+
+def test_ubatch_sizes_follow_llama_cpp_split():
+    assert timing.ubatch_sizes(300, 256, 128, 1) == [128, 128, 44]
+    assert timing.ubatch_sizes(100, 512, 512, 2) == [100, 100]     # one pass per sequence
+
+
+def _interleaved_trace():
+    b = TraceBuilder()
+    b.process(0, 1, "llm")
+    b.process(0, 2, "app")
+    m1 = b.mmap(0, 1, "a", 64)
+    m2 = b.mmap(0, 2, "b", 64)
+    b.phase(10, 1, "decode token 0")
+    b.event(11, 1, Op.WRITE, m1, 0, 8)
+    b.phase(12, 2, "switch to app")
+    b.event(12, 2, Op.WRITE, m2, 0, 16)        # the switch burst
+    b.phase(13, 2, "oom_score_adj 900")        # a note, not a phase
+    b.event(14, 1, Op.WRITE, m1, 8, 4)         # the LLM again, while the app is foreground
+    b.event(15, 2, Op.WRITE, m2, 16, 2)        # the app's later churn
+    b.phase(20, 1, "decode token 0")           # same name, second occurrence
+    b.event(21, 1, Op.WRITE, m1, 12, 1)
+    return b.build()
+
+
+def test_split_phases_charges_each_event_to_its_own_process_phase():
+    tr = _interleaved_trace()
+    tr2, occ = timing.split_phases(tr)
+    assert occ["name"].tolist() == ["decode token 0", "switch to app", "foreground app", "decode token 0"]
+    assert occ["pid"].tolist() == [1, 2, 2, 1]
+    res = Emulator(Config(mem="64M")).replay(tr2)
+    faults = res.per_phase["pgfault"].tolist()
+    # occurrence 0: 8 + 4 pages of the LLM; switch: 16 pages; foreground: 2; second decode: 1
+    assert faults == [12, 16, 2, 1]
+    assert res.summary["pgfault"] == Emulator(Config(mem="64M")).replay(tr).summary["pgfault"]
+
+
+def test_bundled_device_profiles_load_and_map_onto_config():
+    names = device.names()
+    for n in ("galaxy-s25plus", "oneplus-12", "xiaomi-14", "this-machine"):
+        assert n in names
+    for n in names:
+        d = device.load(n)
+        kw = d.config_kwargs()
+        Config(mem=d.available, **kw).to_c(ffi)            # every kernel key is a valid Config field
+        assert d.zram_algo(kw.get("zram"))
+        assert (np.diff(d.io_kb) > 0).all()
+    s25 = device.load("galaxy-s25plus")
+    assert s25.kernel["prefault_young"] is False                # arm64
+    assert s25.read_bandwidth(2 << 20) == pytest.approx(3.83e9)  # mzCache weight read on the S25+
+
+
+def test_bad_profiles_are_input_errors():
+    with pytest.raises(InputError, match="unknown device"):
+        device.load("no-such-phone")
+    bad = {**RAW, "kernel": {"read_ahead": 128}}
+    with pytest.raises(InputError, match="not an emulator setting"):
+        device.parse(bad, "x.toml")
+    bad = {**RAW, "storage": {"io_kb": [64, 4], "latency_us": [1, 1], "bandwidth_gbps": [1, 1]}}
+    with pytest.raises(InputError, match="io_kb must increase"):
+        device.parse(bad, "x.toml")
+
+
+def test_profile_measures_storage_and_compression_quickly(tmp_path):
+    st = profile.storage(str(tmp_path), file_mb=8, seconds_per_size=0.02)
+    assert len(st["bandwidth_gbps"]) == len(st["io_kb"]) and min(st["bandwidth_gbps"]) > 0
+    z = profile.zram_python("lz4", profile.sample_pages(64))
+    assert z["compress_gbps"] > 0 and z["decompress_gbps"] > 0 and z["ratio"] > 1.0
+    m = {"storage": st, "zram": {"lz4": z}, "compute": None}
+    d = device.parse(tomllib.loads(profile.to_toml(m)), "this-machine.toml")
+    assert d.compress_gbps["lz4"] == pytest.approx(z["compress_gbps"], rel=1e-2)
