@@ -18,7 +18,7 @@
 
 /* Trace ops: values fixed by kmemsim/trace.py (Op). */
 enum { OP_PROC_START, OP_PROC_EXIT, OP_MMAP, OP_MUNMAP, OP_READ, OP_WRITE, OP_MADVISE, OP_FADVISE,
-       OP_MLOCK, OP_MUNLOCK, OP_PHASE, OP_FREAD, NR_OPS };
+       OP_MLOCK, OP_MUNLOCK, OP_PHASE, OP_FREAD, OP_SET_OOM_ADJ, NR_OPS };
 /* MapFlag bits (trace.py) and kernel vm_flags we derive from advice. */
 enum { MAP_F_SHARED = 1, MAP_F_READ = 2, MAP_F_WRITE = 4, MAP_F_EXEC = 8, MAP_F_POPULATE = 16,
        MAP_F_LOCKED = 32, MAP_F_WEIGHTS = 64, VM_SEQ_READ = 1 << 16, VM_RAND_READ = 1 << 17 };

@@ -156,6 +156,9 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             if ((ok = vma_ok(e, i, map[i], page[i], npages[i])) != 0) { if (ok < 0) return -1; break; }
             mlock_range(e, map[i], page[i], npages[i], op[i] == OP_MLOCK);
             break;
+        case OP_SET_OOM_ADJ:
+            ts->oom_score_adj = (int)arg[i];
+            break;
         case OP_PHASE:
             if (arg[i] < 0 || arg[i] >= e->nr_phases)
                 return km_fail(e, "event %lld: phase %lld unknown", (long long)i, (long long)arg[i]);

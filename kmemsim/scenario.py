@@ -11,8 +11,7 @@ request arrives and how long it is) and turns the plan into one Trace:
   a warm switch re-touches its hot part; while foreground the app touches a `churn` window of each
   region every `tick` seconds; backgrounded apps are idle (no events);
 - lmkd priorities: oom_score_adj 0 foreground, 100 visible, 700 previous, 900+ cached (Android's
-  ProcessList values); changes are PHASE marks `oom_score_adj <v>` on the app's pid, because the trace
-  schema (v1) has no op for an adj change;
+  ProcessList values); changes are SET_OOM_ADJ events on the app's pid;
 - switch patterns Random, Markov, Gaussian (LLMS §2.6) or the fixed ten-app round (mzCache Fig 15,
   scripts/mzcache/record_demo_rounds.sh);
 - LLM sessions (contexts) with Poisson request arrivals, delta lengths from LLMS Table 3, and N
@@ -787,7 +786,7 @@ class _AppSide:
     def set_adj(self, t, pid, v):
         if self.adj_now.get(pid) != v:
             self.adj_now[pid] = v
-            self.b.phase(self.ns(t), pid, f"oom_score_adj {v}")
+            self.b.event(self.ns(t), pid, Op.SET_OOM_ADJ, arg=v)
 
     def foreground(self, t, key, llm_pid=None):
         """`key` comes to the foreground at t: oom_score_adj of everyone follows Android's order."""

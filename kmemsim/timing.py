@@ -19,8 +19,8 @@ context lengths used here).
 Phases: the trace's PHASE marks carry names shared by every request ("decode token 3" happens in
 each request) and the core keeps one current phase for all processes. `split_phases` rewrites a
 copy of the trace so that every mark is its own phase and each event is charged to the latest mark
-of its own process (it re-marks where processes interleave; `oom_score_adj` marks, which are only
-notes, are dropped; a `foreground X` mark ends each `switch to X` burst). The emulator then counts
+of its own process (it re-marks where processes interleave; a `foreground X` mark ends each
+`switch to X` burst). The emulator then counts
 per occurrence, and per process.
 """
 from __future__ import annotations
@@ -69,15 +69,7 @@ def split_phases(tr: Trace) -> tuple[Trace, pd.DataFrame]:
     c = tr.cols
     names = list(tr.meta.get("phases", []))
     op, pid, t, arg = c["op"], c["pid"], c["t"], c["arg"]
-    is_ph = op == Op.PHASE
-    adj = np.zeros(len(op), bool)
-    if is_ph.any():
-        isadj = np.array([n.startswith("oom_score_adj") for n in names] + [False], bool)
-        a = np.where(is_ph, arg, len(names))
-        adj = is_ph & isadj[np.clip(a, 0, len(names))]
-    keep = ~adj
-    cols = {k: v[keep] for k, v in c.items()}
-    op, pid, t, arg = cols["op"], cols["pid"], cols["t"], cols["arg"]
+    cols = {k: v.copy() for k, v in c.items()}
     is_ph = op == Op.PHASE
 
     # "foreground X": the first event of X's process after its switch-in burst (same timestamp)

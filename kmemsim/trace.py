@@ -36,6 +36,7 @@ class Op(IntEnum):
     MUNLOCK = 9
     PHASE = 10       # arg = phase id (index into meta["phases"]); marks the start of that phase
     FREAD = 11       # read(2)/pread of a file: map = -1, flags = file id, page/npages = file pages
+    SET_OOM_ADJ = 12 # arg = the process's new oom_score_adj (Android moves apps as they switch)
 
 
 class MapFlag(IntFlag):

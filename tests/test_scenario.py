@@ -225,16 +225,14 @@ def test_apps_touch_memory_only_in_the_foreground(tmp_path):
 
 def test_oom_score_adj_follows_the_foreground(tmp_path):
     # Android ProcessList: foreground 0, perceptible 200 (music keeps playing), previous 700,
-    # cached 900+; the adj changes are PHASE marks "oom_score_adj <v>" on the app's pid.
+    # cached 900+; the adj changes are SET_OOM_ADJ events on the app's pid.
     s = app_only(tmp_path)
     tr = sc.build(s)
     c = tr.cols
-    ph = c["op"] == Op.PHASE
-    names = [tr.meta["phases"][i] for i in c["arg"][ph]]
+    ev = c["op"] == Op.SET_OOM_ADJ
     adj = {}
-    for pid, n in zip(c["pid"][ph], names):
-        if n.startswith("oom_score_adj "):
-            adj.setdefault(int(pid), set()).add(int(n.split()[1]))
+    for pid, v in zip(c["pid"][ev], c["arg"][ev]):
+        adj.setdefault(int(pid), set()).add(int(v))
     music = next(x["pid"] for x in tr.meta["processes"] if x["name"] == "Music")
     assert adj[music] <= {0, 200}
     others = set().union(*(v for k, v in adj.items() if k != music))

@@ -101,7 +101,7 @@ def _interleaved_trace():
     b.event(11, 1, Op.WRITE, m1, 0, 8)
     b.phase(12, 2, "switch to app")
     b.event(12, 2, Op.WRITE, m2, 0, 16)        # the switch burst
-    b.phase(13, 2, "oom_score_adj 900")        # a note, not a phase
+    b.event(13, 2, Op.SET_OOM_ADJ, arg=900)    # not a phase: the app goes to the background
     b.event(14, 1, Op.WRITE, m1, 8, 4)         # the LLM again, while the app is foreground
     b.event(15, 2, Op.WRITE, m2, 16, 2)        # the app's later churn
     b.phase(20, 1, "decode token 0")           # same name, second occurrence
