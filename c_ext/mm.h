@@ -122,7 +122,8 @@ struct task {
 
 #define KM_GAUGES(X) \
     X(nr_free_pages) X(nr_inactive_anon) X(nr_active_anon) X(nr_inactive_file) X(nr_active_file) \
-    X(nr_unevictable) X(nr_file_pages) X(nr_anon_pages) X(nr_weight_file_pages) X(memcg_usage) \
+    X(nr_unevictable) X(nr_file_pages) X(nr_anon_pages) X(nr_weight_file_pages) \
+    X(nr_kv_anon_pages) X(nr_weight_anon_pages) X(memcg_usage) \
     X(zram_orig_data_size) X(zram_compr_data_size) X(zram_mem_used_total) X(zram_same_pages) \
     X(zram_huge_pages) X(nr_swapped) X(peak_resident) X(peak_memory) X(wmark_min) X(wmark_low) X(wmark_high)
 

@@ -37,12 +37,18 @@ void gauges(struct km_emu *e, int64_t *g)
     g[VM_nr_inactive_file] = e->lru[LRU_INACTIVE_FILE].nr_pages;
     g[VM_nr_active_file] = e->lru[LRU_ACTIVE_FILE].nr_pages;
     g[VM_nr_unevictable] = e->lru[LRU_UNEVICTABLE].nr_pages;
-    int64_t file = 0, anon = 0, weights = 0;
+    int64_t file = 0, anon = 0, weights = 0, kv = 0, anon_weights = 0;
     for (int32_t i = 0; i < e->nr_objs; i++) {
         struct object *o = &e->objs[i];
         if (o->kind == OBJ_FILE) { file += o->nr_resident; if (o->weights) weights += o->nr_resident; }
-        else anon += o->nr_resident;
+        else {
+            anon += o->nr_resident;
+            if (o->cls == 2 || o->cls == 3) kv += o->nr_resident;                 /* KV_F16, KV_Q8 */
+            if (o->cls == 4 || o->cls == 5) anon_weights += o->nr_resident;       /* WEIGHTS_* */
+        }
     }
+    g[VM_nr_kv_anon_pages] = kv;
+    g[VM_nr_weight_anon_pages] = anon_weights;
     g[VM_nr_file_pages] = file;
     g[VM_nr_anon_pages] = anon;
     g[VM_nr_weight_file_pages] = weights;

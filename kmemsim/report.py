@@ -18,7 +18,10 @@ COLORS = {"stock": "#444444", "is": "#1f77b4", "is-tail": "#17becf", "dw": "#d62
 CLASSES = [  # (label, colour, function of the timeline -> bytes)
     ("weights (file pages)", "#d62728", lambda tl: tl.nr_weight_file_pages * PAGE_SIZE),
     ("other file pages (apps, libraries)", "#ff9896", lambda tl: (tl.nr_file_pages - tl.nr_weight_file_pages) * PAGE_SIZE),
-    ("anonymous (KV cache, LLM buffers, app heaps)", "#1f77b4", lambda tl: tl.nr_anon_pages * PAGE_SIZE),
+    ("weights (anonymous copies: repack, --no-mmap)", "#ff7f0e", lambda tl: tl.nr_weight_anon_pages * PAGE_SIZE),
+    ("KV cache", "#1f77b4", lambda tl: tl.nr_kv_anon_pages * PAGE_SIZE),
+    ("other anonymous (LLM buffers, app heaps)", "#aec7e8",
+     lambda tl: (tl.nr_anon_pages - tl.nr_kv_anon_pages - tl.nr_weight_anon_pages) * PAGE_SIZE),
     ("zram pool", "#2ca02c", lambda tl: tl.zram_mem_used_total),
 ]
 
