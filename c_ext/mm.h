@@ -216,6 +216,8 @@ struct km_emu {
     uint64_t vm[NR_VM_COUNTERS];
     uint64_t *task_vm;                         /* [task][counter] */
     uint64_t *phase_vm;                        /* [phase][counter] */
+    uint64_t *task_row, *phase_row;            /* the current task's and phase's rows (or scratch) */
+    uint64_t scratch[2][NR_VM_COUNTERS];       /* rows for "no task" / "no phase yet" */
     int32_t cur_task, cur_phase, nr_phases;
     int64_t now;
 
@@ -228,7 +230,13 @@ struct km_emu {
 };
 
 /* mm_init.c / helpers */
-void count(struct km_emu *e, int item, int64_t n);
+/* One event counted for the machine, the current task and the current phase: on every hot path. */
+static inline void count(struct km_emu *e, int item, int64_t n)
+{
+    e->vm[item] += n;
+    e->task_row[item] += n;
+    e->phase_row[item] += n;
+}
 void note_peak(struct km_emu *e);
 void gauges(struct km_emu *e, int64_t *out);
 int km_fail(struct km_emu *e, const char *fmt, ...);

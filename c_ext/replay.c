@@ -28,6 +28,8 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
     e->policy = pol;
     if (pol->init) pol->init(e);                  /* may adjust the config before anything uses it */
     e->free_folio = -1;
+    e->task_row = e->scratch[0];
+    e->phase_row = e->scratch[1];
     for (int l = 0; l < NR_LRU_LISTS; l++) e->lru[l].head = e->lru[l].tail = -1;
     e->nr_files = nr_files;
     e->file_obj = xcalloc(nr_files, sizeof(int32_t));
@@ -47,6 +49,7 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
     e->nr_tasks = nr_tasks;
     e->cur_task = -1;
     e->cur_phase = -1;
+
     e->total_pages = e->cfg.mem_pages;
     e->memcg_limit = e->cfg.memcg_limit_pages;
     setup_per_zone_wmarks(e);
@@ -97,6 +100,7 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
         int32_t tk = task[i];
         if (tk < 0 || tk >= e->nr_tasks) return km_fail(e, "event %lld: task %d unknown", (long long)i, tk);
         e->cur_task = tk;
+        e->task_row = e->task_vm + (int64_t)tk * NR_VM_COUNTERS;
         struct task *ts = &e->tasks[tk];
         int ok;
         if (op[i] != OP_PROC_START && !ts->alive) {
@@ -164,6 +168,7 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
                 return km_fail(e, "event %lld: phase %lld unknown", (long long)i, (long long)arg[i]);
             timeline_sample(e, t[i]);             /* close the previous phase */
             e->cur_phase = (int32_t)arg[i];
+            e->phase_row = e->phase_vm + (int64_t)e->cur_phase * NR_VM_COUNTERS;
             break;
         default:
             return km_fail(e, "event %lld: unknown op %d", (long long)i, op[i]);

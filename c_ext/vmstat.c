@@ -15,13 +15,6 @@ int32_t km_nr_gauges(void) { return NR_VM_GAUGES; }
 const char *km_counter_name(int32_t i) { return i >= 0 && i < NR_VM_COUNTERS ? counter_names[i] : ""; }
 const char *km_gauge_name(int32_t i) { return i >= 0 && i < NR_VM_GAUGES ? gauge_names[i] : ""; }
 
-void count(struct km_emu *e, int item, int64_t n)
-{
-    e->vm[item] += n;
-    if (e->cur_task >= 0) e->task_vm[(int64_t)e->cur_task * NR_VM_COUNTERS + item] += n;
-    if (e->cur_phase >= 0) e->phase_vm[(int64_t)e->cur_phase * NR_VM_COUNTERS + item] += n;
-}
-
 void note_peak(struct km_emu *e)
 {
     if (e->used_pages > e->peak_used) e->peak_used = e->used_pages;

@@ -103,6 +103,11 @@ def main(argv=None):
     mem = mem_pages * PAGE
     rows = []      # (case, policy, refs, seconds, misses)
 
+    def progress(row):
+        rows.append(row)
+        c, p, r, t, m = row
+        print(f"  ... {c} [{p}]: {r / t / 1e6:.2f} M refs/s", file=sys.stderr, flush=True)
+
     def stock():
         return Emulator(Config(mem=mem, swappiness=60, zram=None, policy="stock"))
 
@@ -110,7 +115,7 @@ def main(argv=None):
     for chunk in (32, 4096):
         tr = scan_trace(a.pages, chunk, a.passes)
         dt, s = time_replay(stock, tr, a.repeat)
-        rows.append((f"(a) cyclic scan, {chunk}-page reads", "stock", page_refs(tr), dt, s.get("misses")))
+        progress((f"(a) cyclic scan, {chunk}-page reads", "stock", page_refs(tr), dt, s.get("misses")))
         del tr
 
     # (b) uniform random single pages
@@ -118,17 +123,17 @@ def main(argv=None):
     ids = rng.integers(0, a.pages, a.requests, dtype=np.uint64)
     tr = ids_to_trace(ids, source="bench: uniform random pages")
     dt, s = time_replay(stock, tr, a.repeat)
-    rows.append(("(b) uniform random pages", "stock", page_refs(tr), dt, s.get("misses")))
+    progress(("(b) uniform random pages", "stock", page_refs(tr), dt, s.get("misses")))
 
     # (c) kmemsim lru and libCacheSim LRU on the same trace and capacity
     dt, s = time_replay(lambda: Emulator(Config(mem=mem, policy="lru")), tr, a.repeat)
     k_lru_refs, k_lru_dt, k_lru_miss = page_refs(tr), dt, int(s["misses"])
-    rows.append(("(c) uniform random pages", "kmemsim lru", k_lru_refs, k_lru_dt, k_lru_miss))
+    progress(("(c) uniform random pages", "kmemsim lru", k_lru_refs, k_lru_dt, k_lru_miss))
     with tempfile.TemporaryDirectory(prefix="kmemsim-bench-") as d:
         path = os.path.join(d, "uniform.oracleGeneral")
         write_oracle_general(path, ids, obj_size=1)
         l_dt, l_miss, l_n = time_libcachesim_lru(path, mem_pages, int(np.unique(ids).size), a.repeat)
-    rows.append(("(c) uniform random pages", "libCacheSim LRU", l_n, l_dt, l_miss))
+    progress(("(c) uniform random pages", "libCacheSim LRU", l_n, l_dt, l_miss))
 
     # report
     print(f"kmemsim bench: {a.pages:,} pages ({a.pages * PAGE >> 20} MiB file) in {mem_pages:,} pages "

@@ -67,6 +67,8 @@ _COMMANDS = [
     "cli_workload:model",
     "cli_workload:workload",
     "cli_workload:trace",
+    "cli_predict:predict",
+    "cli_validate:validate",
 ]
 for _spec in _COMMANDS:
     _mod, _name = _spec.split(":")

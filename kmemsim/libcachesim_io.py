@@ -11,8 +11,9 @@ Two of libCacheSim's formats (github.com/1a1a11a/libCacheSim, traceReader/):
 
 Each object becomes one 4 KiB page of one file, each request a READ of that page. Object ids are
 numbered densely in id order (np.unique), so the file has as many pages as the trace has objects; one
-process maps the whole file once, shared and read-only, as llama.cpp maps a model. Everything is
-vectorised: no Python loop runs per request.
+process maps the whole file once, shared and read-only, as llama.cpp maps a model. Request i is at
+i microseconds of trace time (or, on request, at the trace's own clock; see ids_to_trace).
+Everything is vectorised: no Python loop runs per request.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ RECORD = np.dtype([("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4")
 assert RECORD.itemsize == 24
 
 PID = 1
+NS_PER_REQUEST = 1000   # time="index": one request per microsecond of trace time
 BINARY_EXTS = (".oraclegeneral", ".oraclegeneral.bin", ".bin")
 CSV_EXTS = (".csv", ".txt")
 PARQUET_EXTS = (".parquet", ".pq")
@@ -135,12 +137,16 @@ def read_ids(path: str, fmt: str | None = None) -> tuple[np.ndarray | None, np.n
     raise InputError(f"{path}: not a libCacheSim trace (format {fmt})")
 
 
-def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str = "") -> Trace:
+def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str = "",
+                 time: str = "index") -> Trace:
     """One file of as many pages as distinct ids, mapped once; one single-page READ per request.
 
-    Time: with clock times (seconds), t is the clock since the first request in ns, held monotone
-    (a clock that steps back keeps the last value, so the request order stays the trace's order);
-    without, request i is at t = i ns.
+    Time (the trace's t column, ns): with time="index" (the default) request i is at i * 1 us, so
+    the emulator's timeline (sampled every 10 ms of trace time by default) has a row per 10,000
+    requests, and miss curves read per request as libCacheSim users plot them. With time="clock" t
+    is the trace's own clock_time (seconds, second resolution) since the first request, held
+    monotone (a clock that steps back keeps the last value, so the request order stays the
+    trace's); a day-long trace then spans 86,400 s of trace time.
     """
     ids = np.asarray(ids)
     if ids.size == 0:
@@ -148,11 +154,13 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
     uniq, pages = np.unique(ids, return_inverse=True)
     pages = pages.reshape(-1).astype(np.int64)
     n, npages = ids.size, uniq.size
-    if clock is not None:
+    if time == "clock" and clock is not None:
         c = np.maximum.accumulate(np.asarray(clock, np.int64))
         t = (c - c[0]) * 1_000_000_000
+    elif time in ("index", "clock"):
+        t = np.arange(n, dtype=np.int64) * NS_PER_REQUEST
     else:
-        t = np.arange(n, dtype=np.int64)
+        raise ValueError(f"time must be 'index' or 'clock', not {time!r}")
     tb = TraceBuilder(source=source)
     fid = tb.file(source or "libcachesim-objects", npages)
     tb.process(0, PID, "libcachesim-replay")
@@ -161,9 +169,9 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
     return tb.build()
 
 
-def load_libcachesim(path: str, fmt: str | None = None) -> Trace:
+def load_libcachesim(path: str, fmt: str | None = None, time: str = "index") -> Trace:
     clock, ids = read_ids(path, fmt)
-    return ids_to_trace(ids, clock, source=os.path.basename(path))
+    return ids_to_trace(ids, clock, source=os.path.basename(path), time=time)
 
 
 def load_any(path: str) -> Trace:

@@ -134,8 +134,12 @@ class LlamaSession:
 
     def __init__(self, model, builder: TraceBuilder, pid=1000, name="llama", ctx=4096, batch=512,
                  ubatch=512, kv_type="f16", load_mode="mmap", prefetch=True, seqs=1, flash_attn=None,
-                 repack="auto", moe_routing="uniform", seed=0, time_model=None, kv_max_runs=64):
+                 repack="auto", moe_routing="uniform", seed=0, time_model=None, kv_max_runs=64,
+                 compute_buffer_bytes=None):
         self.L = layout_of(model)
+        # the compute buffer's size as llama.cpp reports it ("CPU compute buffer size"), when known;
+        # the pages a ubatch touches are still estimated (_compute_bytes), capped by it
+        self.compute_buffer_bytes = compute_buffer_bytes
         self.hp = self.L.hparams
         self.b = builder
         self.pid = int(pid)
@@ -316,6 +320,15 @@ class LlamaSession:
         self.m_file = self.m_repack = self.m_cpu = -1
         wclass = PageClass.WEIGHTS_F16 if any(x.type in ("F16", "BF16") for x, k, _ in self.load_list
                                               if k == "cpu") else PageClass.WEIGHTS_Q
+        # llama_model_loader ctor -> gguf_init_from_file(fname, {no_alloc = true}): the header (KV metadata,
+        # tokenizer, tensor infos) is parsed with fread() through stdio's st_blksize (4 KiB) buffer, i.e.
+        # one read(2) per page of [0, data_start): readahead ramps up from the sync window, and every header
+        # page is marked accessed (filemap_read) before the mapping is populated.
+        hdr = -(-L.data_start // P) if L.data_start else 0
+        if hdr:
+            self._flush()
+            hp_ = np.arange(hdr, dtype=np.int64)
+            b.ranges(np.full(hdr, t, np.int64), pid, Op.FREAD, -1, hp_, 1, 0, self.fid)
         if self.use_mmap:
             # llama_mmap::impl: posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); mmap(PROT_READ, MAP_SHARED
             # | MAP_POPULATE if prefetch); posix_madvise(WILLNEED) over the prefetch range.
@@ -407,7 +420,8 @@ class LlamaSession:
         self.m_out = self._mmap(t, "output (logits)", -(-self.out_bytes // P),
                             flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.COMPUTE)
         # graph_reserve -> ggml_backend_sched_reserve: compute buffer sized for a full ubatch
-        self.compute_bytes = self._compute_bytes(self.ubatch, self.kv_size)
+        self.compute_bytes = (int(self.compute_buffer_bytes) if self.compute_buffer_bytes
+                              else self._compute_bytes(self.ubatch, self.kv_size))
         self.m_compute = self._mmap(t, "compute buffer", -(-self.compute_bytes // P),
                                 flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.COMPUTE)
 

@@ -1,0 +1,40 @@
+"""`kmemsim predict MODEL.gguf --prompt N --decode M --ctx C --mem-limit SIZE [...] --json`: the
+workload generator + the emulator, predicting the reference live run (docs/validation.md)."""
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--prompt", type=int, required=True, help="prompt tokens (the first is BOS)")
+@click.option("--decode", type=int, required=True, help="greedy decode steps")
+@click.option("--ctx", type=int, required=True, help="n_ctx")
+@click.option("--batch", type=int, default=512, show_default=True)
+@click.option("--ubatch", type=int, default=512, show_default=True)
+@click.option("--threads", type=int, default=2, show_default=True)
+@click.option("--mem-limit", required=True, help="memory cgroup limit (size, or N%% of the model file)")
+@click.option("--zram", default="lz4:4G", show_default=True, help="ALGO:SIZE")
+@click.option("--swappiness", type=int, default=60, show_default=True)
+@click.option("--policy", default="stock", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def predict(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram, swappiness, policy, as_json):
+    """Predict storage reads, evictions, faults, swap and peak memory of a llama.cpp run."""
+    from . import predict as P
+    from . import validate as V
+    from .errors import InputError
+    if decode < 0:
+        raise InputError(f"--decode must not be negative (got {decode})")
+    lims = V.parse_limits(mem_limit, V.model_size(model))
+    if len(lims) != 1:
+        raise InputError("--mem-limit: give one limit")
+    out = P.predict(model, prompt, decode, ctx, lims[0][1], batch, ubatch, threads, zram, swappiness, policy)
+    if as_json:
+        click.echo(json.dumps(out, indent=1, default=str))
+        return
+    for k in P.METRICS:
+        click.echo(f"{k:22s} {out[k]}")
+    for n in out["notes"]:
+        click.echo(f"note: {n}")

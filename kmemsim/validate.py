@@ -1,0 +1,497 @@
+"""The reference live run and `kmemsim validate`: llama-cpp-python under the recorder, in a memory
+cgroup with zram swap, against `kmemsim predict` for the same configuration.
+
+The reference run (docs/validation.md):
+  a fresh Python process (this interpreter, llama-cpp-python 0.3.36), page cache dropped first,
+  Llama(model_path, n_ctx=C, n_batch=B, n_ubatch=U, n_threads=T, use_mmap=True, use_mlock=False);
+  exactly N prompt tokens evaluated (the first is BOS) and M greedy decode steps with EOS suppressed.
+  TTFT = the prompt's evaluation time after load; TPOT = the median decode step.
+The child writes what llama.cpp logged (buffer sizes) and its timings to a JSON file beside the run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+from .units import parse_size
+
+PAGE = 4096
+
+# The child process. Standalone (imports only llama_cpp and the standard library) so the engine's
+# footprint is llama-cpp-python's, not kmemsim's. Modes: "run" (the reference run), "baseline" (import
+# llama_cpp and stop: the interpreter + libraries footprint), "probe" (load metadata only with
+# no_alloc and create the context: llama.cpp's own buffer sizes, no weight is read).
+CHILD = r'''
+import ctypes, json, os, sys, time
+mode, out = sys.argv[1], sys.argv[2]
+t_start = time.monotonic()
+import llama_cpp
+logs = []
+@llama_cpp.llama_log_callback
+def _log(level, text, user_data):
+    try:
+        logs.append(text.decode("utf-8", "replace"))
+    except Exception:
+        pass
+llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
+res = {"mode": mode, "import_s": time.monotonic() - t_start}
+def status():
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmHWM"):
+                out[k] = int(v.split()[0]) * 1024
+    return out
+def write():
+    res["log"] = "".join(logs)
+    with open(out + ".tmp", "w") as f:
+        json.dump(res, f)
+    os.replace(out + ".tmp", out)
+if mode == "baseline":
+    res["status"] = status()
+    write()
+    sys.exit(0)
+model, N, M, C, B, U, T = sys.argv[3], *map(int, sys.argv[4:10])
+if mode == "probe":
+    # llama.cpp's no_alloc (which asserts !use_mmap): load metadata (vocab, hparams) and simulate every buffer allocation; the
+    # rest of Llama() runs as in the reference run. Reads no weight.
+    import llama_cpp.llama_cpp as _lc
+    _default = _lc.llama_model_default_params
+    def _no_alloc():
+        p = _default()
+        p.no_alloc = True
+        return p
+    _lc.llama_model_default_params = _no_alloc
+    res["status_before"] = status()
+    try:
+        llm = llama_cpp.Llama(model_path=model, n_ctx=C, n_batch=B, n_ubatch=U, n_threads=T,
+                              n_threads_batch=T, use_mmap=False, use_mlock=False, verbose=True)
+        res["ok"] = True
+    except Exception as e:
+        res["ok"] = False
+        res["error"] = repr(e)
+    res["status_after"] = status()
+    write()
+    sys.exit(0)
+t0 = time.monotonic()
+llm = llama_cpp.Llama(model_path=model, n_ctx=C, n_batch=B, n_ubatch=U, n_threads=T, n_threads_batch=T,
+                      use_mmap=True, use_mlock=False, verbose=True)
+t1 = time.monotonic()
+res["load_s"] = t1 - t0
+nv = llm.n_vocab()
+bos, eos = llm.token_bos(), llm.token_eos()
+# prompt: BOS then ids from the byte-token range upward, deterministic
+toks = [bos] + [259 + (i * 7919) % max(1, nv - 259) for i in range(N - 1)]
+t2 = time.monotonic()
+llm.eval(toks)
+t3 = time.monotonic()
+res["ttft_s"] = t3 - t2
+steps, gen = [], []
+import numpy as np
+for j in range(M):
+    a = time.monotonic()
+    # llama-cpp-python 0.3.36's eval() no longer copies logits (logits_all=False): read llama.cpp's
+    logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(nv,)).copy()
+    logits[eos] = -np.inf
+    tok = int(np.argmax(logits))
+    llm.eval([tok])
+    steps.append(time.monotonic() - a)
+    gen.append(tok)
+res["decode_steps_s"] = steps
+res["tpot_s"] = float(np.median(steps)) if steps else None
+res["tokens"] = gen
+res["n_tokens"] = llm.n_tokens
+write()
+'''
+
+_BUF = re.compile(r"(\S+) (model|compute|KV) buffer size =\s*([\d.]+) MiB")
+_KV = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB")
+
+
+def buffers_from_log(log: str) -> dict:
+    """llama.cpp's own buffer sizes (bytes) from its load log: {'CPU_Mapped model': .., 'CPU_REPACK
+    model': .., 'CPU KV': .., 'CPU compute': .., 'CPU output': ..}. Sizes are logged in MiB with two
+    decimals, so each is exact to +-5 KiB."""
+    out = {}
+    for name, kind, mib in _BUF.findall(log):
+        key = f"{name} {kind}"
+        out[key] = out.get(key, 0) + int(round(float(mib) * 1024 * 1024))
+    m = re.search(r"(\S+)\s+output buffer size =\s*([\d.]+) MiB", log)
+    if m:
+        out[f"{m.group(1)} output"] = int(round(float(m.group(2)) * 1024 * 1024))
+    return out
+
+
+def child_script(dirpath) -> str:
+    p = os.path.join(dirpath, "kmemsim_reference_child.py")
+    with open(p + ".tmp", "w") as f:
+        f.write(CHILD)
+    os.replace(p + ".tmp", p)
+    return p
+
+
+def model_size(model) -> int:
+    try:
+        return os.path.getsize(model)
+    except OSError:
+        raise InputError(f"cannot read model {model!r}: no such file") from None
+
+
+def parse_limits(spec, model_bytes) -> list[tuple[str, int]]:
+    """'40%,60%,1G' -> [('40%', bytes), ...]; percents are of the model file's size."""
+    out = []
+    for part in str(spec).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part.endswith("%"):
+            try:
+                pct = float(part[:-1])
+            except ValueError:
+                raise InputError(f"--mem-limit {part!r}: expected a percent like 60% or a size like 512M") from None
+            if pct <= 0:
+                raise InputError(f"--mem-limit {part!r}: must be positive")
+            out.append((part, int(model_bytes * pct / 100) // PAGE * PAGE))
+        else:
+            out.append((part, parse_size(part, "--mem-limit") // PAGE * PAGE))
+    if not out:
+        raise InputError("--mem-limit: no limit given (e.g. 40%,60%,80%,100%,120%)")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The live side
+
+def _child_argv(script, mode, out, model=None, prompt=0, decode=0, ctx=0, batch=512, ubatch=512, threads=2):
+    argv = [sys.executable, script, mode, out]
+    if model is not None:
+        argv += [os.path.abspath(model), str(prompt), str(decode), str(ctx), str(batch), str(ubatch),
+                 str(threads)]
+    return argv
+
+
+def _child_env():
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)          # the child needs only llama_cpp: keep kmemsim out of its imports
+    return env
+
+
+def live_run(model, prompt, decode, ctx, mem_limit, outdir, batch=512, ubatch=512, threads=2,
+             zram="lz4:4G", swappiness=60, interval=0.01) -> dict:
+    """The reference run under the recorder (kmemsim.recorder.run_command). Returns the measured
+    metrics; the run directory is `outdir`."""
+    from .recorder import run_command
+    os.makedirs(outdir, exist_ok=True)
+    script = child_script(outdir)
+    res_path = os.path.join(outdir, "llama_result.json")
+    argv = _child_argv(script, "run", res_path, model, prompt, decode, ctx, batch, ubatch, threads)
+    env_old = os.environ.get("PYTHONPATH")
+    os.environ.pop("PYTHONPATH", None)   # the child inherits the environment of run_command
+    try:
+        rc = run_command(argv, os.path.join(outdir, "run"), mem_limit=mem_limit, zram=zram,
+                         swappiness=swappiness, drop_caches=True, interval=interval, smaps_interval=0)
+    finally:
+        if env_old is not None:
+            os.environ["PYTHONPATH"] = env_old
+    if rc == 130:                        # the recording was interrupted: stop, don't go on to the next limit
+        raise KeyboardInterrupt("live run interrupted")
+    return measured(outdir, model, rc)
+
+
+def measured(outdir, model, rc=0) -> dict:
+    with open(os.path.join(outdir, "run", "summary.json")) as f:
+        s = json.load(f)
+    res = {}
+    p = os.path.join(outdir, "llama_result.json")
+    if os.path.exists(p):
+        with open(p) as f:
+            res = json.load(f)
+    mp = os.path.realpath(model)
+    row = next((v for k, v in s.get("files", {}).items() if os.path.realpath(k) == mp), None)
+    if row is None:
+        ino = os.stat(model).st_ino
+        row = next((v for v in list(s.get("files", {}).values()) + s.get("other_files", [])
+                    if v.get("ino") == ino), {"pages_added": 0, "pages_deleted": 0})
+    out = {
+        "storage_read_bytes": row["pages_added"] * PAGE,
+        "file_evicted_bytes": row["pages_deleted"] * PAGE,
+        "major_faults": s.get("major_faults"),
+        "minor_faults": s.get("minor_faults"),
+        "swap_out_bytes": s.get("swap_out_pages", 0) * PAGE,
+        "swap_in_bytes": s.get("swap_in_pages", 0) * PAGE,
+        "peak_resident_bytes": s.get("peak_resident_bytes"),
+        "ttft_s": res.get("ttft_s"),
+        "tpot_s": res.get("tpot_s"),
+        "exit_code": rc,
+        "complete": bool(s.get("complete")) and rc == 0 and "tpot_s" in res,
+        "oom_kills": s.get("oom_kills", 0),
+        "lost_events": s.get("lost_events", 0),
+        "buffers": buffers_from_log(res.get("log", "")),
+    }
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The engine's own footprint, measured the same way for every model
+
+def _cache_dir():
+    d = os.environ.get("KMEMSIM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "kmemsim")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def _atomic_json(path, obj):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def engine_baseline(refresh=False) -> dict:
+    """The interpreter + llama-cpp-python footprint before any model: the reference child imports
+    llama_cpp and stops, under the recorder, page cache dropped first, no limit. Measured once per
+    machine (cached in ~/.cache/kmemsim/engine-baseline.json): anon pages (RssAnon), page cache charged
+    to the cgroup (memcg cache: the libraries and .pyc files read, readahead included) and the part of
+    it mapped (memcg mapped_file)."""
+    path = os.path.join(_cache_dir(), "engine-baseline.json")
+    if os.path.exists(path) and not refresh:
+        with open(path) as f:
+            return json.load(f)
+    from .recorder import run_command, require_root
+    require_root()
+    with tempfile.TemporaryDirectory(prefix="kmemsim-baseline-") as d:
+        script = child_script(d)
+        out = os.path.join(d, "baseline.json")
+        env_old = os.environ.pop("PYTHONPATH", None)
+        try:
+            run_command(_child_argv(script, "baseline", out), os.path.join(d, "run"), drop_caches=True,
+                        interval=0.005, smaps_interval=0)
+        finally:
+            if env_old is not None:
+                os.environ["PYTHONPATH"] = env_old
+        s = pd.read_parquet(os.path.join(d, "run", "samples.parquet"))
+        with open(out) as f:
+            child = json.load(f)
+        # the last tick with the process alive: the largest charge
+        i = int(np.argmax((s["memcg_total_cache"] + s["memcg_total_rss"]).to_numpy()))
+        res = {"file_bytes": int(s["memcg_total_cache"].iloc[i]),
+               "mapped_file_bytes": int(s["memcg_total_mapped_file"].iloc[i]),
+               "anon_bytes": int(child["status"]["RssAnon"]),
+               "rss_file_bytes": int(child["status"]["RssFile"]),
+               "python": sys.version.split()[0], "measured": time.time()}
+    _atomic_json(path, res)
+    return res
+
+
+def llama_probe(model, ctx, batch=512, ubatch=512, threads=2) -> dict:
+    """What llama.cpp itself reports for this model and context, without reading a weight: the model
+    loaded with no_alloc (metadata, vocab; buffers simulated) and Llama() built as in the reference
+    run. Returns the logged buffer sizes and the process's RssAnon after Llama() (interpreter +
+    libraries + llama.cpp's vocab/metadata heap + llama-cpp-python's objects). Cached per model file
+    (path, size, mtime) and context."""
+    st = os.stat(model)
+    key = f"{os.path.realpath(model)}|{st.st_size}|{int(st.st_mtime)}|{ctx}|{batch}|{ubatch}|{threads}"
+    import hashlib
+    path = os.path.join(_cache_dir(), "probe-" + hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    with tempfile.TemporaryDirectory(prefix="kmemsim-probe-") as d:
+        script = child_script(d)
+        out = os.path.join(d, "probe.json")
+        p = subprocess.run(_child_argv(script, "probe", out, model, 1, 0, ctx, batch, ubatch, threads),
+                           env=_child_env(), capture_output=True, text=True, timeout=600)
+        if not os.path.exists(out):
+            raise InputError(f"llama.cpp could not load {model} (metadata probe failed: "
+                             f"{(p.stderr or '').strip().splitlines()[-1:] or p.returncode})")
+        with open(out) as f:
+            r = json.load(f)
+    if not r.get("ok"):
+        raise InputError(f"llama.cpp could not create a context for {model}: {r.get('error')}")
+    res = {"key": key, "buffers": buffers_from_log(r["log"]), "anon_bytes": r["status_after"]["RssAnon"],
+           "anon_before_bytes": r["status_before"]["RssAnon"], "rss_file_bytes": r["status_after"]["RssFile"]}
+    _atomic_json(path, res)
+    return res
+
+
+# ------------------------------------------------------------------------------------------------
+# kmemsim validate: live vs predicted, per limit
+
+METRICS = ["storage_read_bytes", "file_evicted_bytes", "major_faults", "minor_faults", "swap_out_bytes",
+           "swap_in_bytes", "peak_resident_bytes", "ttft_s", "tpot_s"]
+# the bounds of issue 5 (relative error); swap only where swapping happened; minor faults, swap-ins and
+# times are reported without a bound
+BOUNDS = {"storage_read_bytes": 0.10, "file_evicted_bytes": 0.10, "peak_resident_bytes": 0.10,
+          "major_faults": 0.20, "swap_out_bytes": 0.20}
+
+
+def rel_error(pred, meas):
+    if pred is None or meas is None:
+        return None
+    if meas == 0:
+        return 0.0 if pred == 0 else float("inf")
+    return (pred - meas) / meas
+
+
+def within(metric, pred, meas):
+    b = BOUNDS.get(metric)
+    if b is None or pred is None or meas is None:
+        return None
+    if metric == "swap_out_bytes" and meas < 1 << 20 and pred < 1 << 20:
+        return True                      # no swapping on either side (< 1 MiB)
+    if metric == "file_evicted_bytes" and max(pred, meas) < 4 << 20:
+        return True                      # nothing (< 4 MiB) evicted on either side
+    e = rel_error(pred, meas)
+    return e is not None and abs(e) <= b
+
+
+def check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness):
+    size = model_size(model)
+    for k, v in (("--prompt", prompt), ("--ctx", ctx), ("--batch", batch), ("--ubatch", ubatch),
+                 ("--threads", threads)):
+        if v is None or int(v) <= 0:
+            raise InputError(f"{k} must be positive (got {v})")
+    if decode < 0:
+        raise InputError(f"--decode must not be negative (got {decode})")
+    if prompt + decode > ctx:
+        raise InputError(f"--prompt + --decode = {prompt + decode} exceeds --ctx {ctx}")
+    if not 0 <= swappiness <= 200:
+        raise InputError(f"--swappiness {swappiness}: expected 0..200")
+    if zram:
+        from .swap_setup import parse_zram
+        parse_zram(zram)
+    return parse_limits(limits, size)
+
+
+def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, threads=2, zram="lz4:4G",
+             swappiness=60, reuse=False, progress=None) -> pd.DataFrame:
+    """For each limit: the live reference run (or, with reuse, the one already in out/<label>/), the
+    prediction, and the comparison. Writes out/validation.csv, validation.md, plots/ and per-limit
+    predicted.json / measured.json. Returns the long table."""
+    from . import predict as P
+    lims = check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
+    os.makedirs(out, exist_ok=True)
+    engine = engine_baseline()
+    probe = llama_probe(model, ctx, batch, ubatch, threads)
+    rows = []
+    runs = {}
+    for label, limit in lims:
+        d = os.path.join(out, label.replace("%", "pct"))
+        have = os.path.exists(os.path.join(d, "run", "summary.json"))
+        if progress:
+            progress(f"{label} ({limit / 2**20:.0f} MiB): " + ("reusing live run" if reuse and have else "live run"))
+        if reuse and have:
+            meas = measured(d, model)
+        else:
+            meas = live_run(model, prompt, decode, ctx, limit, d, batch, ubatch, threads, zram, swappiness)
+        _atomic_json(os.path.join(d, "measured.json"), meas)
+        pred = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
+                         engine=engine, probe=probe, keep_result=True)
+        res = pred.pop("_result")
+        pred.pop("_trace")
+        _atomic_json(os.path.join(d, "predicted.json"), pred)
+        runs[label] = (d, res, meas)
+        for m in METRICS:
+            p, q = pred.get(m), meas.get(m)
+            rows.append({"model": os.path.basename(model), "model_bytes": model_size(model), "limit": label,
+                         "limit_bytes": limit, "metric": m, "predicted": p, "measured": q,
+                         "rel_error": rel_error(p, q), "bound": BOUNDS.get(m), "within": within(m, p, q),
+                         "live_complete": meas.get("complete"), "oom_kills": meas.get("oom_kills")})
+    df = pd.DataFrame(rows)
+    write_outputs(df, out, runs, model)
+    return df
+
+
+def _fmt(metric, v):
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "-"
+    if metric.endswith("_bytes"):
+        return f"{v / 2**20:.1f}M"
+    if metric.endswith("_s"):
+        return f"{v:.3f}s"
+    return f"{int(v)}"
+
+
+def markdown(df: pd.DataFrame) -> str:
+    lines = []
+    for (model, label), g in df.groupby(["model", "limit"], sort=False):
+        pass
+    hdr = "| model | limit | metric | predicted | measured | error | bound |"
+    lines = [hdr, "|---|---|---|---:|---:|---:|---|"]
+    for r in df.itertuples():
+        e = "-" if r.rel_error is None or (isinstance(r.rel_error, float) and np.isnan(r.rel_error)) else \
+            ("inf" if np.isinf(r.rel_error) else f"{r.rel_error * 100:+.1f}%")
+        ok = "" if r.within is None or (isinstance(r.within, float) and np.isnan(r.within)) else \
+            ("ok" if r.within else "**MISS**")
+        b = "" if r.bound is None or (isinstance(r.bound, float) and np.isnan(r.bound)) else f"{r.bound * 100:.0f}% {ok}"
+        lines.append(f"| {r.model} | {r.limit} ({r.limit_bytes / 2**20:.0f}M) | {r.metric} | "
+                     f"{_fmt(r.metric, r.predicted)} | {_fmt(r.metric, r.measured)} | {e} | {b} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(df, out, runs, model):
+    from .rundir import atomic_write
+    atomic_write(os.path.join(out, "validation.csv"), lambda tmp: df.to_csv(tmp, index=False))
+    md = markdown(df)
+    atomic_write(os.path.join(out, "validation.md"), lambda tmp: open(tmp, "w").write(md))
+    try:
+        plots(out, runs, model)
+    except Exception as e:            # noqa: BLE001 - plots are a convenience; the table is the result
+        with open(os.path.join(out, "plots-error.txt"), "w") as f:
+            f.write(f"{type(e).__name__}: {e}\n")
+
+
+def plots(out, runs, model):
+    """Per limit: resident file and anon memory, and cumulative page-cache adds (all files), predicted
+    beside measured, on a common axis: the fraction of each run's duration (the emulator's clock is
+    the generator's placeholder, not seconds)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from .rundir import atomic_write
+    pdir = os.path.join(out, "plots")
+    os.makedirs(pdir, exist_ok=True)
+    ino = os.stat(model).st_ino
+    for label, (d, res, meas) in runs.items():
+        fig, ax = plt.subplots(1, 2, figsize=(12, 4))
+        s = pd.read_parquet(os.path.join(d, "run", "samples.parquet"))
+        tl = res.timeline
+        xs = (s["t"] - s["t"].min()) / max(1, s["t"].max() - s["t"].min())
+        xp = (tl["t"] - tl["t"].min()) / max(1, tl["t"].max() - tl["t"].min())
+        ax[0].plot(xs, s["memcg_total_cache"] / 2**20, label="file (measured, memcg cache)")
+        ax[0].plot(xs, s["memcg_total_rss"] / 2**20, label="anon (measured, memcg rss)")
+        ax[0].plot(xp, tl["nr_file_pages"] * PAGE / 2**20, "--", label="file (predicted)")
+        ax[0].plot(xp, tl["nr_anon_pages"] * PAGE / 2**20, "--", label="anon (predicted)")
+        ax[0].set_xlabel("fraction of run")
+        ax[0].set_ylabel("MiB")
+        ax[0].set_title(f"resident memory, limit {label}")
+        ax[0].legend(fontsize=7)
+        raw = os.path.join(d, "run", "raw", "filemap.parquet")
+        if os.path.exists(raw):
+            f = pd.read_parquet(raw)
+            g = f[(f["kind"] == "add") & (f["ino"] == ino)]
+            pages = np.left_shift(1, g["order"].to_numpy().astype(np.int64))
+            xt = (g["t"] - s["t"].min() + s["t"].min() * 0) / 1.0
+            t0, t1 = 0, max(1, s["t"].max() - s["t"].min())
+            ax[1].plot(np.clip(g["t"].to_numpy() / t1, 0, 1), np.cumsum(pages) * PAGE / 2**20,
+                       label="model file (measured)")
+        ax[1].plot(xp, tl["file_pages_added"] * PAGE / 2**20, "--", label="all files (predicted)")
+        ax[1].axhline(os.path.getsize(model) / 2**20, color="grey", lw=0.5, label="model size")
+        ax[1].set_xlabel("fraction of run")
+        ax[1].set_ylabel("MiB read into the page cache")
+        ax[1].set_title("cumulative storage reads")
+        ax[1].legend(fontsize=7)
+        fig.tight_layout()
+        name = os.path.join(pdir, f"{label.replace('%', 'pct')}.png")
+        atomic_write(name, lambda tmp: fig.savefig(tmp, format="png", dpi=90))
+        plt.close(fig)
