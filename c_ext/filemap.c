@@ -72,8 +72,10 @@ int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n)
             count(e, VM_stall_read_ios, 1);
             count(e, VM_stall_read_pages, (int64_t)(e->vm[VM_pgpgin] - before));
         } else if (e->folios[f].flags & PG_readahead) {
+            /* filemap_get_pages(): the batch's folios are referenced across page_cache_async_ra() */
+            e->folios[f].flags |= PG_pinned;
             page_cache_async_ra(e, obj, f, p, index + n - p);
-            f = e->objs[obj].folio[p];
+            e->folios[f].flags &= ~PG_pinned;
         }
         if (f >= 0 && f != last) folio_mark_accessed(e, f);
         last = f;

@@ -66,8 +66,13 @@ static folio_id filemap_fault(struct km_emu *e, int32_t vi, int64_t p)
     folio_id f = e->objs[obj].folio[idx];
     count(e, VM_filemap_fault, 1);                      /* trace_mm_filemap_fault */
     if (f >= 0) {
+        /* filemap_get_folio() returned the folio with a reference, held across
+         * do_async_mmap_readahead(): the readahead's allocations may reclaim, but not this folio
+         * (__remove_mapping() -> folio_ref_freeze() fails; shrink_folio_list() keeps it). */
+        e->folios[f].flags |= PG_pinned;
         do_async_mmap_readahead(e, vi, f, idx);
-        return e->objs[obj].folio[idx];
+        e->folios[f].flags &= ~PG_pinned;
+        return f;
     }
     count(e, VM_pgmajfault, 1);
     count(e, VM_misses, 1);
@@ -188,6 +193,7 @@ static int handle_mm_fault(struct km_emu *e, int32_t vi, int64_t p, int write)
 /* The trace touched pages [page, page + n) of a vma. */
 int64_t handle_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int write)
 {
+    if (e->policy->handle_range) return e->policy->handle_range(e, vi, page, n, write);
     int64_t end = page + n;
     uint8_t need = PTE_PRESENT | (write ? PTE_WRITE : 0);
     void (*accessed)(struct km_emu *, folio_id) = e->policy->folio_accessed;

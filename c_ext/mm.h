@@ -36,7 +36,11 @@ enum lru_list { LRU_INACTIVE_ANON, LRU_ACTIVE_ANON, LRU_INACTIVE_FILE, LRU_ACTIV
 
 /* folio->flags: the page flags reclaim looks at (include/linux/page-flags.h). */
 enum { PG_active = 1, PG_referenced = 2, PG_workingset = 4, PG_unevictable = 8, PG_swapbacked = 16,
-       PG_readahead = 32, PG_dirty = 64, PG_weights = 128 /* DW's flag, set by policies */ };
+       PG_readahead = 32, PG_dirty = 64, PG_weights = 128 /* DW's flag, set by policies */,
+       /* not a kernel flag: a reference held by the task being served (filemap_get_folio() in
+        * filemap_fault(), the read batch in filemap_read()) while it allocates for readahead;
+        * __remove_mapping()'s folio_ref_freeze() fails on such a folio, so reclaim keeps it */
+       PG_pinned = 256 };
 
 /* PTE bits: one byte per virtual page of a vma. */
 enum { PTE_PRESENT = 1, PTE_YOUNG = 2, PTE_DIRTY = 4, PTE_ANON = 8 /* maps the vma's anon/COW page */,
@@ -174,6 +178,8 @@ struct policy_ops {
     void (*anon_region_mapped)(struct km_emu *e, int32_t vma);
     /* the trace touched a range (after the faults): write is FAULT_READ/WRITE/WRITE_ZERO. */
     void (*range_touched)(struct km_emu *e, int32_t vma, int64_t page, int64_t npages, int write);
+    /* take over a touched range entirely (the plain LRU's fast path); NULL: the fault path. */
+    int64_t (*handle_range)(struct km_emu *e, int32_t vma, int64_t page, int64_t npages, int write);
     /* instead of the mechanism's reclaim: return pages freed, or -1 for stock. */
     int64_t (*reclaim)(struct km_emu *e, int64_t nr_pages, int who);
 };
@@ -212,6 +218,7 @@ struct km_emu {
     int32_t *zram_free; int64_t zram_nr_free, zram_cap, zram_used_slots;
     int64_t zram_disk_pages;
     int64_t zram_compr_bytes, zram_alloc_bytes, zram_same, zram_huge;
+    int64_t zram_pages_used;                   /* mem_used_total in pages, kept by zram.c */
 
     uint64_t vm[NR_VM_COUNTERS];
     uint64_t *task_vm;                         /* [task][counter] */
@@ -237,16 +244,31 @@ static inline void count(struct km_emu *e, int item, int64_t n)
     e->task_row[item] += n;
     e->phase_row[item] += n;
 }
-void note_peak(struct km_emu *e);
 void gauges(struct km_emu *e, int64_t *out);
 int km_fail(struct km_emu *e, const char *fmt, ...);
+
+/* mem_used_total: pages the zsmalloc pool holds (zspage fragmentation not modelled). */
+static inline int64_t zram_pool_pages(const struct km_emu *e) { return e->zram_pages_used; }
+
+/* Free pages of the device: RAM less folios and the zram pool (which lives in RAM). */
+static inline int64_t free_pages(const struct km_emu *e)
+{
+    return e->total_pages ? e->total_pages - e->used_pages - e->zram_pages_used : INT64_MAX / 4;
+}
+
+/* memory.max_usage_in_bytes, and the same with the zram pool (what a phone runs out of). */
+static inline void note_peak(struct km_emu *e)
+{
+    if (e->used_pages > e->peak_used) e->peak_used = e->used_pages;
+    int64_t m = e->used_pages + e->zram_pages_used;
+    if (m > e->peak_memory) e->peak_memory = m;
+}
 
 /* folio allocation (page_alloc.c) */
 folio_id folio_alloc(struct km_emu *e, int order);
 void folio_free(struct km_emu *e, folio_id id);
 int alloc_pages_may_reclaim(struct km_emu *e, int64_t nr);   /* 0 ok, -1 OOM (task killed) */
 void wakeup_kswapd(struct km_emu *e);
-int64_t free_pages(const struct km_emu *e);
 void setup_per_zone_wmarks(struct km_emu *e);
 
 /* memcontrol.c */
@@ -324,7 +346,6 @@ void mlock_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int loc
 int zram_write(struct km_emu *e, int cls, int32_t *slot);   /* 0 ok, -1 full */
 void zram_free_slot(struct km_emu *e, int32_t slot);
 int zram_full(const struct km_emu *e);
-int64_t zram_pool_pages(const struct km_emu *e);
 
 /* oom_kill.c */
 int out_of_memory(struct km_emu *e, int memcg);

@@ -2,10 +2,6 @@
 #include <stdlib.h>
 #include "mm.h"
 
-int64_t free_pages(const struct km_emu *e)
-{
-    return e->total_pages ? e->total_pages - e->used_pages - zram_pool_pages(e) : INT64_MAX / 4;
-}
 
 /* __setup_per_zone_wmarks(), with min_free_kbytes from init_per_zone_wmark_min() when unset. */
 void setup_per_zone_wmarks(struct km_emu *e)

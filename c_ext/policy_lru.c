@@ -1,6 +1,8 @@
 /* Plain LRU, for cross-checks against libCacheSim: one list, no anon/file split, no swap, no
  * readahead or fault-around, no watermarks; every reference moves a page to the head and a full
- * memory evicts exactly the tail. Anonymous pages are dropped like clean pages. */
+ * memory evicts exactly the tail. Anonymous pages are dropped like clean pages, and every page of
+ * a vma is a page of the object it maps (no COW). Touched ranges take a short path of their own
+ * (lru_handle_range); the hooks below serve the other ways in (read(2), populate, mlock). */
 #include "mm.h"
 
 static void lru_init(struct km_emu *e)
@@ -45,7 +47,69 @@ static int64_t lru_reclaim(struct km_emu *e, int64_t nr, int who)
     return freed;
 }
 
+/* Drop the tail folio: unmap it everywhere, free it (no shadow: plain LRU keeps no history). */
+static void lru_evict_tail(struct km_emu *e)
+{
+    folio_id id = e->lru[LRU_INACTIVE_FILE].tail;
+    struct folio *f = &e->folios[id];
+    struct object *o = &e->objs[f->obj];
+    lruvec_del_folio(e, id);
+    for (int i = 0; i < o->nvmas; i++) {
+        struct vma *v = &e->vmas[o->vmas[i]];
+        int64_t p = o->kind == OBJ_FILE ? vma_pte_index(v, f->index) : f->index;
+        if (v->alive && p >= 0 && (v->pte[p] & PTE_PRESENT)) { v->pte[p] = 0; e->tasks[v->task].rss--; }
+    }
+    o->folio[f->index] = -1;
+    o->nr_resident--;
+    if (o->kind == OBJ_FILE) { o->pages_deleted++; count(e, VM_file_pages_deleted, 1); }
+    folio_free(e, id);
+}
+
+static int64_t lru_handle_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int write)
+{
+    (void)write;
+    struct vma *v = &e->vmas[vi];
+    struct object *o = &e->objs[v->obj];
+    int file = o->kind == OBJ_FILE;
+    int64_t base = file ? v->pgoff : 0;
+    int64_t cap = e->total_pages ? e->total_pages : e->memcg_limit;
+    struct lru_head *h = &e->lru[LRU_INACTIVE_FILE];
+    count(e, VM_accesses, n);
+    for (int64_t p = page; p < page + n; p++) {
+        folio_id id = o->folio[base + p];
+        if (id >= 0) {                                        /* hit: to the head */
+            if (h->head != id) { lruvec_del_folio(e, id); lruvec_add_folio(e, id, LRU_INACTIVE_FILE); }
+            if (!(v->pte[p] & PTE_PRESENT)) { e->folios[id].mapcount++; e->tasks[v->task].rss++; }
+            v->pte[p] = PTE_PRESENT | PTE_YOUNG;
+            continue;
+        }
+        count(e, VM_misses, 1);
+        count(e, VM_pgfault, 1);
+        count(e, VM_pgmajfault, 1);
+        if (cap && e->used_pages >= cap) {
+            if (h->tail < 0) return p - page;                 /* nothing to evict: memory too small */
+            lru_evict_tail(e);
+        }
+        if (e->memcg_limit) e->memcg_usage++;
+        id = folio_alloc(e, 0);
+        struct folio *f = &e->folios[id];
+        f->obj = v->obj;
+        f->index = base + p;
+        f->flags = file ? 0 : PG_swapbacked;
+        f->mapcount = 1;
+        o->folio[base + p] = id;
+        o->nr_resident++;
+        if (file) { o->pages_added++; count(e, VM_file_pages_added, 1); count(e, VM_pgpgin, 1); }
+        lruvec_add_folio(e, id, LRU_INACTIVE_FILE);
+        if (v->pte[p] & PTE_PRESENT) e->tasks[v->task].rss--;    /* the zero page, say */
+        v->pte[p] = PTE_PRESENT | PTE_YOUNG;
+        e->tasks[v->task].rss++;
+    }
+    return n;
+}
+
 const struct policy_ops lru_ops = {
+    .handle_range = lru_handle_range,
     .name = "lru",
     .init = lru_init,
     .folio_add_lru = lru_add,

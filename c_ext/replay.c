@@ -30,6 +30,7 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
     e->free_folio = -1;
     e->task_row = e->scratch[0];
     e->phase_row = e->scratch[1];
+    e->next_sample = e->cfg.sample_ns > 0 ? INT64_MIN : INT64_MAX;
     for (int l = 0; l < NR_LRU_LISTS; l++) e->lru[l].head = e->lru[l].tail = -1;
     e->nr_files = nr_files;
     e->file_obj = xcalloc(nr_files, sizeof(int32_t));
@@ -73,7 +74,7 @@ void km_free(struct km_emu *e)
 int32_t km_policy_known(const char *name) { return policy_lookup(name) != NULL; }
 
 /* 0: go on; 1: skip the event (its mapping died with a killed task); -1: a bad trace. */
-static int vma_ok(struct km_emu *e, int64_t i, int32_t m, int64_t page, int64_t n)
+static inline int vma_ok(struct km_emu *e, int64_t i, int32_t m, int64_t page, int64_t n)
 {
     if (m >= 0 && m < e->nr_vmas && !e->vmas[m].alive && e->vmas[m].killed) return 1;
     if (m < 0 || m >= e->nr_vmas || !e->vmas[m].alive)
@@ -90,7 +91,7 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
 {
     for (int64_t i = 0; i < n; i++) {
         e->now = t[i];
-        if (e->cfg.sample_ns > 0) {
+        if (t[i] >= e->next_sample) {                     /* INT64_MAX when not sampling */
             if (e->tl_rows == 0) e->next_sample = t[i];
             while (t[i] >= e->next_sample) {
                 timeline_sample(e, e->next_sample);
@@ -214,7 +215,7 @@ int32_t km_check_invariants(struct km_emu *e)
             struct folio *f = &e->folios[id];
             if (f->lru != l) return km_fail(e, "folio %d on list %d says it is on %d", id, l, f->lru), 1;
             if (f->prev != prev) return km_fail(e, "folio %d: broken prev link", id), 2;
-            if (folio_lru_list(f) != l && !(l == LRU_UNEVICTABLE))
+            if (folio_lru_list(f) != l && l != LRU_UNEVICTABLE && !e->policy->folio_add_lru)  /* a policy may choose */
                 return km_fail(e, "folio %d flags say list %d, it is on %d", id, folio_lru_list(f), l), 3;
             pages += folio_nr_pages(f);
             prev = id;

@@ -156,6 +156,8 @@ static int64_t shrink_folio_list(struct km_emu *e, folio_id *list, int64_t n, st
             sc->deferred += nr;
             ref = FOLIOREF_KEEP;
         }
+        if ((ref == FOLIOREF_RECLAIM || ref == FOLIOREF_RECLAIM_CLEAN) && (f->flags & PG_pinned))
+            ref = FOLIOREF_KEEP;                         /* __remove_mapping(): extra reference, keep */
         if (ref == FOLIOREF_RECLAIM || ref == FOLIOREF_RECLAIM_CLEAN) {
             int anon = f->flags & PG_swapbacked;
             if (anon && !sc->may_swap) {

@@ -15,12 +15,6 @@ int32_t km_nr_gauges(void) { return NR_VM_GAUGES; }
 const char *km_counter_name(int32_t i) { return i >= 0 && i < NR_VM_COUNTERS ? counter_names[i] : ""; }
 const char *km_gauge_name(int32_t i) { return i >= 0 && i < NR_VM_GAUGES ? gauge_names[i] : ""; }
 
-void note_peak(struct km_emu *e)
-{
-    if (e->used_pages > e->peak_used) e->peak_used = e->used_pages;
-    int64_t m = e->used_pages + zram_pool_pages(e);
-    if (m > e->peak_memory) e->peak_memory = m;
-}
 
 void gauges(struct km_emu *e, int64_t *g)
 {

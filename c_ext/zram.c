@@ -68,6 +68,7 @@ int zram_write(struct km_emu *e, int cls, int32_t *slot)
     }
     e->zram_size[s] = comp_len;
     e->zram_alloc_bytes += stored_bytes(comp_len);
+    e->zram_pages_used = (e->zram_alloc_bytes + PAGE_SIZE - 1) / PAGE_SIZE;
     e->zram_used_slots++;
     note_peak(e);
     *slot = s;
@@ -82,13 +83,9 @@ void zram_free_slot(struct km_emu *e, int32_t slot)
     if (comp_len == PAGE_SIZE) e->zram_huge--;
     e->zram_compr_bytes -= comp_len;
     e->zram_alloc_bytes -= stored_bytes(comp_len);
+    e->zram_pages_used = (e->zram_alloc_bytes + PAGE_SIZE - 1) / PAGE_SIZE;
     e->zram_size[slot] = 0;
     e->zram_used_slots--;
     e->zram_free[e->zram_nr_free++] = slot;
 }
 
-/* mem_used_total: pages the zsmalloc pool holds (zspage fragmentation not modelled). */
-int64_t zram_pool_pages(const struct km_emu *e)
-{
-    return (e->zram_alloc_bytes + PAGE_SIZE - 1) / PAGE_SIZE;
-}

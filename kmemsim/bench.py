@@ -111,6 +111,12 @@ def main(argv=None):
     def stock():
         return Emulator(Config(mem=mem, swappiness=60, zram=None, policy="stock"))
 
+    def stock_phone_ra():
+        # (b) with this machine's 8 MiB read_ahead_kb, every random miss reads 2,048 pages around
+        # it (mmap_miss never stops read-around: fault-around hits keep lowering it), so the case
+        # measures readahead work rather than references; a phone's 128 KiB window is used instead.
+        return Emulator(Config(mem=mem, swappiness=60, zram=None, policy="stock", read_ahead_kb=128))
+
     # (a) range events
     for chunk in (32, 4096):
         tr = scan_trace(a.pages, chunk, a.passes)
@@ -122,8 +128,8 @@ def main(argv=None):
     rng = np.random.default_rng(a.seed)
     ids = rng.integers(0, a.pages, a.requests, dtype=np.uint64)
     tr = ids_to_trace(ids, source="bench: uniform random pages")
-    dt, s = time_replay(stock, tr, a.repeat)
-    progress(("(b) uniform random pages", "stock", page_refs(tr), dt, s.get("misses")))
+    dt, s = time_replay(stock_phone_ra, tr, a.repeat)
+    progress(("(b) uniform random pages, read_ahead_kb 128", "stock", page_refs(tr), dt, s.get("misses")))
 
     # (c) kmemsim lru and libCacheSim LRU on the same trace and capacity
     dt, s = time_replay(lambda: Emulator(Config(mem=mem, policy="lru")), tr, a.repeat)

@@ -128,7 +128,8 @@ class Emulator:
         self._c = self.config.to_c(ffi)    # validate early: bad configs fail before any work
 
     def replay(self, trace: Trace, check_invariants: bool = False) -> Result:
-        validate(trace)
+        if not trace.validated:
+            validate(trace)
         c = trace.cols
         pids, task = np.unique(c["pid"], return_inverse=True)
         task = task.astype(np.int32)

@@ -102,6 +102,7 @@ class Trace:
     """
     cols: dict
     meta: dict = field(default_factory=dict)
+    validated: bool = False    # set by validate(): consumers skip a second check
 
     def __len__(self):
         return len(self.cols["t"])
@@ -142,14 +143,18 @@ def validate(tr: Trace) -> None:
         c[k] = np.ascontiguousarray(c[k], dtype=dt)
 
     def first(mask, what):
-        bad = np.flatnonzero(mask)
-        if bad.size:
-            i = int(bad[0])
+        """Fail at the first row of a boolean mask over all rows."""
+        first_of(np.flatnonzero(mask), what)
+
+    def first_of(rows, what):
+        """Fail at the first of some row numbers (in increasing order)."""
+        if len(rows):
+            i = int(rows[0])
             row = ", ".join(f"{k}={c[k][i]}" for k in COLUMNS)
             raise InputError(f"trace row {i}: {what} ({row})")
 
     first(c["t"] < 0, "negative time")
-    first(np.diff(c["t"], prepend=c["t"][:1]) < 0, "time goes backwards")
+    first_of(np.flatnonzero(c["t"][1:] < c["t"][:-1]) + 1, "time goes backwards")
     first(c["op"] > max(Op), f"unknown op (known: 0..{int(max(Op))})")
     first((c["npages"] < 0) | (c["npages"] > MAX_PAGES), "page count out of range")
     first((c["page"] < 0) | (c["page"] > MAX_PAGES), "page number out of range")
@@ -174,26 +179,26 @@ def validate(tr: Trace) -> None:
     ids, first_idx = np.unique(mids[map_rows], return_index=True)
     if len(ids) != len(map_rows):
         dup = np.setdiff1d(np.arange(len(map_rows)), first_idx)[0]
-        first(np.arange(n) == map_rows[dup], "mapping id created twice")
+        first_of([map_rows[dup]], "mapping id created twice")
     uses = np.flatnonzero(ranged & ~mm)
     pos = np.searchsorted(ids, mids[uses])
     pos_ok = pos < len(ids)
     found = np.zeros(len(uses), bool)
     found[pos_ok] = ids[pos[pos_ok]] == mids[uses][pos_ok]
-    first(np.isin(np.arange(n), uses[~found]), "mapping used but never created")
+    first_of(uses[~found], "mapping used but never created")
     created_at = np.full(len(uses), -1)
     created_at[found] = map_rows[first_idx[pos[found]]]
-    first(np.isin(np.arange(n), uses[found & (created_at > uses)]), "mapping used before it is created")
+    first_of(uses[found & (created_at > uses)], "mapping used before it is created")
     length = np.zeros(len(uses), np.int64)
     length[found] = c["npages"][map_rows[first_idx[pos[found]]]]
-    first(np.isin(np.arange(n), uses[found & (c["page"][uses] + c["npages"][uses] > length)]),
-          "range runs past the end of its mapping")
+    first_of(uses[found & (c["page"][uses] + c["npages"][uses] > length)],
+             "range runs past the end of its mapping")
     if mm.any():
         fmask = mm & (c["arg"] >= 0)
         ends = c["page"][fmask] + c["npages"][fmask]
         sizes = np.array([file_pages.get(int(f), 0) for f in c["arg"][fmask]], np.int64)
-        first(np.isin(np.arange(n), np.flatnonzero(fmask)[ends > sizes]),
-              "file mapping runs past the end of the file")
+        first_of(np.flatnonzero(fmask)[ends > sizes], "file mapping runs past the end of the file")
+    tr.validated = True
 
 
 def save(tr: Trace, path: str) -> None:

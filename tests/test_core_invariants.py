@@ -59,6 +59,7 @@ def configs(draw):
                   fault_around_bytes=draw(st.sampled_from([4096, 65536])),
                   max_folio_order=draw(st.sampled_from([0, 2, 9])),
                   lmk=draw(st.booleans()),
+                  policy=draw(st.sampled_from(["stock", "lru", "is", "is-tail", "dw", "is+dw"])),
                   sample_ms=0)
 
 
