@@ -18,7 +18,7 @@ from .errors import InputError
 def profile(out, storage_dir, quick):
     """Measure this machine into a device profile (kmemsim compare --device this-machine)."""
     from . import device, profile as prof
-    from .compare import atomic_write
+    from .atomic import atomic_write
     p = Path(out)
     if not p.parent.is_dir():
         raise InputError(f"-o {out}: directory {p.parent} does not exist")

@@ -2,8 +2,6 @@
 a device profile; writes summary.csv, summary.md, plots and report.html (kmemsim.report)."""
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import pandas as pd
 
 from . import device as devmod
 from . import timing
+from .atomic import atomic_write
 from .emulator import Config, Emulator, ffi, known_policies
 from .errors import InputError
 from .trace import PAGE_SIZE, Trace
@@ -180,23 +179,6 @@ def summarize(runs) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------------
 # Output
-
-def atomic_write(path: Path, data: bytes | str) -> None:
-    path = Path(path)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode) as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
 
 def _fmt(v, col):
     if isinstance(v, str):

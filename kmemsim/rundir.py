@@ -13,11 +13,11 @@ import gzip
 import json
 import os
 import platform
-import tempfile
 
 import numpy as np
 
 from . import trace as tr
+from .atomic import atomic_write
 from .errors import InputError
 from .samplers import read_kv
 
@@ -27,21 +27,6 @@ PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
 VMSTAT_KEYS = ("pswpin", "pswpout", "pgpgin", "pgpgout", "pgfault", "pgmajfault", "workingset_refault_file",
                "workingset_refault_anon", "workingset_activate_file", "workingset_nodes", "pgsteal_direct",
                "pgscan_direct", "pgsteal_kswapd", "pgscan_kswapd", "allocstall_normal", "oom_kill")
-
-
-def atomic_write(path, write):
-    """write(tmp_path) fills a temp file beside `path`; then it replaces `path` in one rename."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def read_text(path, default=None):

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 
 import numpy as np
 
+from .atomic import atomic_path
 from .errors import InputError
 from .gguf_layout import ModelLayout, TensorInfo
 
@@ -319,44 +319,34 @@ def write_model(path, preset=None, type="q8_0", layers=None, seed=0, progress=Tr
     rng = np.random.default_rng(seed)
     pools = {}
     total = sum(nb for *_, nb in specs)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".gguf")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            _write_header(w, f)
-            align = w.data_alignment
-            bar = tqdm(total=total, unit="B", unit_scale=True, desc=os.path.basename(path),
-                       disable=not progress, leave=False)
-            for name, qt, ne, nb in specs:
-                f.write(b"\0" * (-f.tell() % align))
-                if qt == Q.F32:
-                    if name.endswith("norm.weight"):
-                        data = np.ones(int(np.prod(ne)), np.float32)
-                    elif name.endswith(".bias"):
-                        data = np.zeros(int(np.prod(ne)), np.float32)
-                    else:   # router
-                        data = (rng.standard_normal(int(np.prod(ne)), dtype=np.float32) * 0.02)
-                    f.write(data.tobytes())
-                else:
-                    if qt not in pools:
-                        pools[qt] = _pool(qt, rng)
-                    pool = pools[qt]
-                    bsz = GGML_QUANT_SIZES[qt][1] if qt != Q.F16 else 2
-                    pos = int(rng.integers(0, len(pool) // bsz)) * bsz
-                    left = nb
-                    while left:
-                        n = min(left, len(pool) - pos)
-                        f.write(memoryview(pool)[pos:pos + n])
-                        left -= n
-                        pos = 0
-                f.write(b"\0" * (-nb % align))
-                bar.update(nb)
-            bar.close()
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path, suffix=".gguf") as tmp, open(tmp, "wb") as f:
+        _write_header(w, f)
+        align = w.data_alignment
+        bar = tqdm(total=total, unit="B", unit_scale=True, desc=os.path.basename(path),
+                   disable=not progress, leave=False)
+        for name, qt, ne, nb in specs:
+            f.write(b"\0" * (-f.tell() % align))
+            if qt == Q.F32:
+                if name.endswith("norm.weight"):
+                    data = np.ones(int(np.prod(ne)), np.float32)
+                elif name.endswith(".bias"):
+                    data = np.zeros(int(np.prod(ne)), np.float32)
+                else:   # router
+                    data = (rng.standard_normal(int(np.prod(ne)), dtype=np.float32) * 0.02)
+                f.write(data.tobytes())
+            else:
+                if qt not in pools:
+                    pools[qt] = _pool(qt, rng)
+                pool = pools[qt]
+                bsz = GGML_QUANT_SIZES[qt][1] if qt != Q.F16 else 2
+                pos = int(rng.integers(0, len(pool) // bsz)) * bsz
+                left = nb
+                while left:
+                    n = min(left, len(pool) - pos)
+                    f.write(memoryview(pool)[pos:pos + n])
+                    left -= n
+                    pos = 0
+            f.write(b"\0" * (-nb % align))
+            bar.update(nb)
+        bar.close()
     return path

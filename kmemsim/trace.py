@@ -7,13 +7,12 @@ version in the file metadata; in memory it is a dict of numpy columns.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 
 import numpy as np
 
+from .atomic import atomic_path
 from .errors import InputError
 
 SCHEMA_VERSION = 1
@@ -210,15 +209,8 @@ def save(tr: Trace, path: str) -> None:
     meta["schema_version"] = SCHEMA_VERSION
     table = pa.table({k: tr.cols[k] for k in COLUMNS})
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".parquet")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def load(path: str) -> Trace:
