@@ -13,6 +13,7 @@ static void set_pte(struct km_emu *e, struct vma *v, int64_t p, uint8_t bits, fo
         e->tasks[v->task].rss++;
     }
     v->pte[p] = bits | PTE_PRESENT;
+    v->pmdtab[p >> PMD_ORDER] = 1;                       /* a PTE table now exists for these 2 MiB */
     if (f >= 0 && (v->flags & MAP_F_LOCKED) && !(e->folios[f].flags & PG_unevictable)) {
         lruvec_del_folio(e, f);                          /* mlock_new_folio(): straight to unevictable */
         e->folios[f].flags |= PG_unevictable;
@@ -29,6 +30,27 @@ static folio_id alloc_charged(struct km_emu *e, int order)
     return folio_alloc(e, order);
 }
 
+/* do_set_pmd(), from filemap_map_pmd() (fault-around) or finish_fault(): a PMD-sized file folio
+ * is mapped by one PMD when vma page `base` (2 MiB aligned) is its first page, that 2 MiB has no
+ * PTE table yet (pmd_none) and lies wholly in the vma (thp_vma_suitable_order()). All 512 PTEs are
+ * set here, young as x86's huge PMD is made (mk_huge_pmd with the vma's accessed prot); the range
+ * keeps no PTE table, so after reclaim unmaps the folio (a file PMD is zapped whole) it can be
+ * PMD-mapped again. Shared file mappings only (private COW ones stay PTE-mapped here).
+ * Returns 1 if the range is PMD-mapped (now or already). */
+static int map_pmd(struct km_emu *e, int32_t vi, int64_t base, folio_id f)
+{
+    struct vma *v = &e->vmas[vi];
+    int64_t nr = 1LL << PMD_ORDER;
+    if (f < 0 || e->folios[f].order != PMD_ORDER || v->anon >= 0 || (base & (nr - 1)) ||
+        base + nr > v->npages || v->pmdtab[base >> PMD_ORDER] || vma_pte_index(v, e->folios[f].index) != base)
+        return 0;
+    for (int64_t q = base; q < base + nr; q++)
+        if (v->pte[q] & PTE_PRESENT) return 0;
+    for (int64_t q = base; q < base + nr; q++) set_pte(e, v, q, PTE_YOUNG, f);
+    v->pmdtab[base >> PMD_ORDER] = 0;                    /* a huge PMD, not a PTE table */
+    return 1;
+}
+
 /* do_fault_around() -> filemap_map_pages(): map the cached, uptodate pages around the fault that
  * are not marked for readahead, without I/O. Returns 1 if the faulting page got mapped. */
 static int do_fault_around(struct km_emu *e, int32_t vi, int64_t p)
@@ -38,6 +60,15 @@ static int do_fault_around(struct km_emu *e, int32_t vi, int64_t p)
     int64_t nr = e->cfg.fault_around_pages;
     int64_t from = p & ~(nr - 1), to = from + nr;        /* vmas start PMD-aligned (thp_get_unmapped_area) */
     if (to > v->npages) to = v->npages;
+    /* filemap_map_pmd(): the first uptodate folio of the window, if PMD-sized and starting at the
+     * window start, goes in as one PMD (next_uptodate_folio() skips PG_readahead folios) */
+    if (v->anon < 0 && !(from & ((1LL << PMD_ORDER) - 1))) {
+        folio_id f0 = o->folio[v->pgoff + from];
+        if (f0 >= 0 && !(e->folios[f0].flags & PG_readahead) && map_pmd(e, vi, from, f0)) {
+            count(e, VM_fault_around_pages, (1LL << PMD_ORDER) - 1);
+            return 1;                                    /* (the PMD path leaves mmap_miss as it was) */
+        }
+    }
     int mapped_fault = 0;
     int64_t mapped = 0;
     uint8_t young = e->cfg.prefault_young ? PTE_YOUNG : 0;
@@ -186,6 +217,8 @@ static int handle_mm_fault(struct km_emu *e, int32_t vi, int64_t p, int write)
     v = &e->vmas[vi];
     if (!v->alive) return -1;
     if (was_cached) count(e, VM_minor_fault_pages, 1);
+    /* finish_fault(): pmd_none and a PMD-sized folio whose first page faulted -> do_set_pmd() */
+    if (!write && map_pmd(e, vi, p, f)) return 0;
     set_pte(e, v, p, PTE_YOUNG | ((v->flags & MAP_F_SHARED) && (v->flags & MAP_F_WRITE) ? PTE_WRITE : 0), f);
     return 0;
 }
@@ -221,7 +254,12 @@ int64_t handle_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int 
             p++;
             continue;
         }
-        if (handle_mm_fault(e, vi, p, write) < 0) break;
+        if (handle_mm_fault(e, vi, p, write) < 0) {
+            if (!e->vmas[vi].alive) break;            /* the task was killed: the rest goes with it */
+            count(e, VM_fault_failed, 1);             /* nothing could be freed: this page is skipped */
+            p++;
+            continue;
+        }
         if (e->vmas[vi].alive && accessed) {              /* the faulting access itself */
             v = &e->vmas[vi];
             struct object *o = &e->objs[(v->pte[p] & PTE_ANON) ? v->anon : v->obj];

@@ -99,7 +99,12 @@ struct vma {
     int alive;
     int killed;                /* its task was killed (OOM/lmkd): later events on it are dropped */
     uint8_t *pte;
+    uint8_t *pmdtab;           /* per 512 pages (2 MiB, vmas start PMD-aligned): 1 once a PTE table
+                                * exists there (pmd not none), so no PMD mapping from then on; it
+                                * shares pte's allocation */
 };
+
+#define PMD_ORDER 9            /* HPAGE_PMD_ORDER with 4 KiB pages (x86-64, arm64) */
 
 struct task {
     int32_t pid;
@@ -119,7 +124,7 @@ struct task {
     X(workingset_restore_anon) X(workingset_restore_file) X(workingset_nodereclaim) \
     X(kswapd_wake) X(allocstall) X(oom_kill) X(lmk_kill) \
     X(pgalloc) X(pgfree) X(filemap_fault) X(file_folios_added) X(file_pages_added) X(file_pages_deleted) X(readahead_pages) \
-    X(fault_around_pages) X(minor_fault_pages) X(zero_page_maps) X(swapin_zero) \
+    X(fault_around_pages) X(fault_failed) X(minor_fault_pages) X(zero_page_maps) X(swapin_zero) \
     X(accesses) X(misses) X(reclaim_runs) \
     X(stall_read_ios) X(stall_read_pages) X(stall_swapin_pages) X(stall_reclaim_scanned) \
     X(stall_reclaim_swapout)

@@ -36,6 +36,7 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     t = 0
     b.process(t, PID, "python3 (llama-cpp-python)")
     notes = []
+    heap, apages = -1, 0
     if engine:
         fpages = _pages(engine["file_bytes"])
         mapped = min(fpages, _pages(engine.get("rss_file_bytes", engine.get("mapped_file_bytes", 0))))
@@ -49,7 +50,7 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
         anon = (probe or {}).get("anon_bytes") or engine.get("anon_bytes", 0)
         apages = _pages(anon)
         if apages:
-            m = b.mmap(t, PID, "engine heap (interpreter, llama.cpp vocab/metadata)", apages,
+            heap = m = b.mmap(t, PID, "engine heap (interpreter, llama.cpp vocab/metadata)", apages,
                        flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.HEAP)
             b.event(t, PID, Op.WRITE, m, 0, apages)
     else:
@@ -58,13 +59,44 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     compute = None
     if probe:
         compute = probe["buffers"].get("CPU compute")
+    first_map = b._next_map
     s = lw.LlamaSession(model, b, pid=PID, ctx=ctx, batch=batch, ubatch=ubatch,
                         compute_buffer_bytes=compute)
     t = s.load(t + 1, start_process=False)
     t = s.request(prompt, decode, t)
-    s.close(t)
+    t = s.close(t, exit_process=False)
+    # Process teardown, as the reference child ends (script end -> Py_FinalizeEx): clearing __main__
+    # drops the Llama object, whose close() runs llama_free (ggml_backend_buffer_free: the compute,
+    # KV and output buffers are freed/munmapped) and llama_model_free (llama_mmap's destructor
+    # munmaps the model); then the destructors and deallocations walk the heap: llama_vocab's
+    # token vectors and maps are free()d (free writes each chunk's header) and Py_FinalizeEx's
+    # module/GC teardown decrements and deallocates every live Python object (obmalloc arenas).
+    # Every engine-heap page is written once more, so what reclaim swapped out of it is swapped back
+    # in here (do_swap_page, a major fault each): the live runs show 22-31 MiB of swap-in after the
+    # last decode step, on the heap's brk and obmalloc-arena addresses.
+    for mid, n in _alive_maps(b, PID, first_map):
+        b.event(t, PID, Op.MUNMAP, mid, 0, n)
+    if heap >= 0:
+        b.event(t + 1, PID, Op.WRITE, heap, 0, apages)
+    b.event(t + 2, PID, Op.PROC_EXIT)
     b.meta.setdefault("llama", []).append(s.meta())
     return b.build(), s, notes
+
+
+def _alive_maps(b, pid, first):
+    """(map id, pages) of pid's mappings with id >= first still wholly mapped in builder b."""
+    b_chunks = b._chunks
+    size, gone = {}, set()
+    for c in b_chunks:
+        op, mp, pg, npg, p = c["op"], c["map"], c["page"], c["npages"], c["pid"]
+        sel = (mp >= first) & (p == pid) & ((op == Op.MMAP) | (op == Op.MUNMAP))
+        for o, m, a, n in zip(op[sel], mp[sel], pg[sel], npg[sel]):
+            m = int(m)
+            if o == Op.MMAP:
+                size[m] = int(n)
+            elif a == 0 and int(n) == size.get(m):
+                gone.add(m)
+    return [(m, n) for m, n in sorted(size.items()) if m not in gone]
 
 
 def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, threads=2, zram="lz4:4G",
@@ -88,7 +120,12 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     tr, sess, n = build_trace(model, prompt, decode, ctx, batch, ubatch, threads, engine, probe)
     notes += n
     cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0)
-    r = Emulator(cfg).replay(tr)
+    # one replay of the phase-split copy (kmemsim.timing.split_phases only inserts PHASE marks, so
+    # the counts are those of the trace itself) gives both the metrics and the per-phase counts
+    # the time model needs
+    from . import timing
+    tr2, occ = timing.split_phases(tr)
+    r = Emulator(cfg).replay(tr2)
     s = r.summary
     mpath = sess.L.path or ""
     row = r.files[r.files["path"] == mpath]
@@ -105,7 +142,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
         "ttft_s": None,
         "tpot_s": None,
     }
-    tt = _times(tr, r, cfg, sess, batch, ubatch)
+    tt = _times(r, occ, cfg, prompt, batch, ubatch)
     if tt.get("note"):
         notes.append(tt.pop("note"))
     out.update(tt)
@@ -124,29 +161,21 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     return out
 
 
-def _times(tr, r, cfg, sess, batch, ubatch) -> dict:
-    """TTFT / TPOT from kmemsim.timing and this machine's device profile, when both exist."""
-    try:
-        from . import timing
-        from . import device as dev
-    except Exception as e:           # noqa: BLE001 - the time model is optional here
-        return {"note": f"no time model ({type(e).__name__}: {e})"}
-    prof = None
+def _times(r, occ, cfg, prompt, batch, ubatch) -> dict:
+    """TTFT / TPOT from kmemsim.timing (seconds = per-phase counts x device profile) and this
+    machine's measured profile workloads/devices/this-machine.toml. TTFT: the request's prompt
+    phases (load excluded, as the live run times `eval` after `Llama()`); TPOT: the median decode step."""
+    from . import device as dev
+    from . import timing
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workloads", "devices",
                         "this-machine.toml")
     if not os.path.exists(here):
-        return {"note": "ttft_s/tpot_s: no device profile workloads/devices/this-machine.toml yet"}
-    try:
-        prof = dev.load(here) if hasattr(dev, "load") else dev.Device.load(here)
-        tr2, occ = timing.split_phases(tr)
-        r2 = Emulator(cfg).replay(tr2)
-        prompts = {}
-        toks = timing.tokens_for(occ, {k: sess.prefill_tokens for k in set(occ.get("request", []))}
-                                 if "request" in occ else {}, batch, ubatch, 1)
-        wb = timing.weight_read_bytes(tr2, len(occ))
-        pt = timing.phase_times(r2.per_phase, occ, prof, (cfg.zram or "lz4:").split(":")[0], wb, toks) \
-            if False else None
-        m = timing.metrics(pt) if pt is not None else {}
-        return {"ttft_s": m.get("ttft_s"), "tpot_s": m.get("tpot_s")}
-    except Exception as e:           # noqa: BLE001
-        return {"note": f"ttft_s/tpot_s not computed: {type(e).__name__}: {e}"}
+        return {"note": "ttft_s/tpot_s: no device profile workloads/devices/this-machine.toml"}
+    prof = dev.load(here)
+    reqs = {q: int(prompt) for q in set(occ["request"]) if q}
+    toks = timing.tokens_for(occ, reqs, batch, ubatch, 1)
+    algo = (cfg.zram or "lz4:").split(":")[0] or "lz4"
+    pt = timing.phase_times(r.per_phase, occ, prof, algo, toks)
+    m = timing.metrics(pt)
+    f = lambda v: None if v is None or v != v else float(v)
+    return {"ttft_s": f(m.get("ttft_s")), "tpot_s": f(m.get("tpot_s"))}

