@@ -592,36 +592,43 @@ class LlamaSession:
             t += int(self.tm.ns_idle_between_requests)
         r = self.n_requests
         self._phase(t, f"request {r}")
+        t = self.serve(t, prompt, decode, tokens=tokens)
+        self._phase(t, f"request {r} end")
+        self.n_requests += 1
+        self.t = t
+        return t
+
+    def serve(self, t, new, decode, n_past=0, tokens=None):
+        """llama_decode of `new` prompt tokens at positions n_past.. in batches of n_batch split into
+        ubatches of n_ubatch (llama_batch_allocr / split_simple), then `decode` single-token steps (one
+        token per sequence); returns the end time. Sessions that keep their KV cache between requests
+        pass n_past."""
         V = self.hp["n_vocab"]
         if tokens is None:
-            tokens = self.rng.integers(259, V, size=prompt + decode) if V > 259 else \
-                self.rng.integers(0, V, size=prompt + decode)
+            tokens = self.rng.integers(259 if V > 259 else 0, V, size=new + decode)
         tokens = np.asarray(tokens, np.int64)
-        if len(tokens) < prompt + decode:
-            raise InputError(f"{len(tokens)} token ids given, need prompt + decode = {prompt + decode}")
+        if len(tokens) < new + decode:
+            raise InputError(f"{len(tokens)} token ids given, need prompt + decode = {new + decode}")
         k = 0
         for s in range(self.seqs):
             pos = 0
-            while pos < prompt:
-                nb = min(self.batch, prompt - pos)
+            while pos < new:
+                nb = min(self.batch, new - pos)
                 bpos = pos
                 while bpos < pos + nb:
                     nu = min(self.ubatch, pos + nb - bpos)
-                    last = bpos + nu == prompt
-                    t = self._ubatch(t, f"prefill ubatch {k}", tokens[bpos:bpos + nu], bpos, [s],
+                    last = bpos + nu == new
+                    t = self._ubatch(t, f"prefill ubatch {k}", tokens[bpos:bpos + nu], n_past + bpos, [s],
                                      1 if last else 0)
                     bpos += nu
                     k += 1
                 pos += nb
         streams = list(range(self.seqs))
         for j in range(decode):
-            t = self._ubatch(t, f"decode token {j}", tokens[prompt + j:prompt + j + 1], prompt + j,
+            t = self._ubatch(t, f"decode token {j}", tokens[new + j:new + j + 1], n_past + new + j,
                              streams, self.seqs)
-        self._phase(t, f"request {r} end")
-        self.n_requests += 1
-        self.prefill_tokens += prompt * self.seqs
+        self.prefill_tokens += new * self.seqs
         self.decode_tokens += decode * self.seqs
-        self.t = t
         return t
 
     def close(self, t=None, exit_process=True):

@@ -980,28 +980,8 @@ def build_llm(scn: Scenario, pl: Plan, b: TraceBuilder, progress=None) -> None:
 
 
 def _serve(s, b, t, n_past, new, decode, label):
-    """llama_decode of `new` tokens at positions n_past.. and `decode` generated tokens (mirrors
-    LlamaSession.request, which always starts at position 0)."""
+    """A request to session `s`: `new` tokens at positions n_past.. and `decode` generated tokens."""
     b.phase(t, LLM_PID, label)
-    V = s.hp["n_vocab"]
-    tokens = s.rng.integers(259 if V > 259 else 0, V, size=new + decode)
-    k = 0
-    for q in range(s.seqs):
-        pos = 0
-        while pos < new:
-            nb = min(s.batch, new - pos)
-            bpos = pos
-            while bpos < pos + nb:
-                nu = min(s.ubatch, pos + nb - bpos)
-                last = bpos + nu == new
-                t = s._ubatch(t, f"prefill ubatch {k}", tokens[bpos:bpos + nu], n_past + bpos, [q],
-                              1 if last else 0)
-                bpos += nu
-                k += 1
-            pos += nb
-    streams = list(range(s.seqs))
-    for j in range(decode):
-        t = s._ubatch(t, f"decode token {j}", tokens[new + j:new + j + 1], n_past + new + j,
-                      streams, s.seqs)
+    t = s.serve(t, new, decode, n_past=n_past)
     b.phase(t, LLM_PID, label + " end")
     return t
