@@ -598,6 +598,18 @@ class LlamaSession:
         self.t = t
         return t
 
+    def new_context(self, t, **kw):
+        """Another llama_context on this loaded model (llama_init_from_model): a session of its own
+        with its own KV cache, compute and output buffers, sharing the model's mappings. `kw` are
+        LlamaSession's arguments (ctx, batch, seqs, ...)."""
+        s = LlamaSession(self.L, self.b, pid=self.pid, **kw)
+        s._plan_buffers()
+        for a in ("fid", "m_file", "m_repack", "m_cpu", "m_read"):
+            setattr(s, a, getattr(self, a, -1))
+        s._create_context(t)
+        s.loaded = True
+        return s
+
     def serve(self, t, new, decode, n_past=0, tokens=None):
         """llama_decode of `new` prompt tokens at positions n_past.. in batches of n_batch split into
         ubatches of n_ubatch (llama_batch_allocr / split_simple), then `decode` single-token steps (one

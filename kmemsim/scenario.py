@@ -965,13 +965,8 @@ def build_llm(scn: Scenario, pl: Plan, b: TraceBuilder, progress=None) -> None:
             if spare is not None:
                 s, spare = spare, None
             else:
-                s = lw.LlamaSession(model, b, pid=LLM_PID, **kw)
-                s._plan_buffers()
-                for a in ("fid", "m_file", "m_repack", "m_cpu", "m_read"):
-                    setattr(s, a, getattr(first, a, -1))
                 b.phase(t, LLM_PID, f"create context {llm.sessions[si].name}")
-                s._create_context(t)
-                s.loaded = True
+                s = first.new_context(t, **kw)
             sessions[si] = s
         t = _serve(s, b, t, p, new, dec, label)
         t_free = t + 1
