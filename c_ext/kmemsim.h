@@ -17,6 +17,7 @@ struct km_config {
     int32_t prefault_young;       /* 1: fault-around maps young PTEs (x86); 0: old (arm64 with HW AF) */
     int32_t max_folio_order;      /* mapping_max_folio_order(); 0 = order-0 page cache only */
     int32_t lmk;                  /* 1: lmkd kills by oom_score_adj at the min watermark; 0: OOM killer */
+    int32_t swap_zeromap;         /* 1 (Linux 6.12+): zero pages swap out to a bitmap, never to zram */
     int64_t sample_ns;            /* timeline sampling interval in trace time; 0 = phases only */
     char policy[32];
     int64_t policy_param;         /* policy-specific strength (e.g. DW rotations) */

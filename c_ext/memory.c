@@ -131,16 +131,21 @@ static int do_swap_page(struct km_emu *e, int32_t vi, int32_t anon, int64_t p, i
     if (slot < 0) { folio_free(e, f); return 0; }          /* freed meanwhile (task exit) */
     struct folio *fo = &e->folios[f];
     fo->obj = anon; fo->index = idx; fo->flags = PG_swapbacked;
-    fo->cls = e->zram_size[slot] == 0 ? CLASS_ZERO : o->cls;    /* a same-filled page stays zero */
+    int zeromap = e->zram_size[slot] == ZEROMAP_SLOT;
+    fo->cls = e->zram_size[slot] == 0 || zeromap ? CLASS_ZERO : o->cls;   /* a zero page stays zero */
     o->folio[idx] = f;
     o->nr_resident++;
     uint64_t shadow = o->shadow[idx];
     o->shadow[idx] = 0;
-    if (e->zram_size[slot] == 0) count(e, VM_swapin_zero, 1);
+    if (e->zram_size[slot] == 0) count(e, VM_zram_same_reads, 1);
     zram_free_slot(e, slot);
     o->swap[idx] = -1;
-    count(e, VM_pswpin, 1);
-    count(e, VM_stall_swapin_pages, 1);
+    if (zeromap) {
+        count(e, VM_swpin_zero, 1);                      /* swap_read_folio_zeromap(): no I/O */
+    } else {
+        count(e, VM_pswpin, 1);
+        count(e, VM_stall_swapin_pages, 1);
+    }
     if (shadow) workingset_refault(e, f, shadow);
     folio_add_lru(e, f);
     set_pte(e, &e->vmas[vi], p, PTE_YOUNG | PTE_WRITE | PTE_ANON, f);

@@ -115,7 +115,7 @@ struct task {
 
 /* Counters, named as in include/linux/vm_event_item.h / mmzone.h / zram mm_stat. */
 #define KM_COUNTERS(X) \
-    X(pgfault) X(pgmajfault) X(pgpgin) X(pgpgout) X(pswpin) X(pswpout) \
+    X(pgfault) X(pgmajfault) X(pgpgin) X(pgpgout) X(pswpin) X(pswpout) X(swpin_zero) X(swpout_zero) \
     X(pgactivate) X(pgdeactivate) X(pgrefill) X(pgrotated) \
     X(pgscan_kswapd) X(pgscan_direct) X(pgscan_memcg) X(pgsteal_kswapd) X(pgsteal_direct) X(pgsteal_memcg) \
     X(pgscan_anon) X(pgscan_file) X(pgsteal_anon) X(pgsteal_file) \
@@ -124,7 +124,7 @@ struct task {
     X(workingset_restore_anon) X(workingset_restore_file) X(workingset_nodereclaim) \
     X(kswapd_wake) X(allocstall) X(oom_kill) X(lmk_kill) \
     X(pgalloc) X(pgfree) X(filemap_fault) X(file_folios_added) X(file_pages_added) X(file_pages_deleted) X(readahead_pages) \
-    X(fault_around_pages) X(fault_failed) X(minor_fault_pages) X(zero_page_maps) X(swapin_zero) \
+    X(fault_around_pages) X(fault_failed) X(minor_fault_pages) X(zero_page_maps) X(zram_same_reads) \
     X(accesses) X(misses) X(reclaim_runs) \
     X(stall_read_ios) X(stall_read_pages) X(stall_swapin_pages) X(stall_reclaim_scanned) \
     X(stall_reclaim_swapout)
@@ -348,7 +348,8 @@ void generic_fadvise(struct km_emu *e, int32_t obj, int64_t page, int64_t n, int
 void mlock_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int lock);
 
 /* zram.c */
-int zram_write(struct km_emu *e, int cls, int32_t *slot);   /* 0 ok, -1 full */
+int zram_write(struct km_emu *e, int cls, int32_t *slot);   /* 0 written, 1 zeromap, -1 full */
+#define ZEROMAP_SLOT (-1)              /* zram_size[] of a slot whose page is in the swap zeromap */
 void zram_free_slot(struct km_emu *e, int32_t slot);
 int zram_full(const struct km_emu *e);
 

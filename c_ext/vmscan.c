@@ -121,10 +121,15 @@ int folio_evict(struct km_emu *e, folio_id id)
     int32_t slot = -1;
     if (f->flags & PG_swapbacked) {
         /* add_to_swap() + pageout() -> zram_write(): synchronous, so the folio is freed now */
-        if (zram_write(e, f->cls, &slot) < 0) return 0;
-        count(e, VM_pswpout, 1);
-        if (e->in_sync_reclaim) count(e, VM_stall_reclaim_swapout, 1);   /* compressed while waiting */
-        count(e, VM_pgpgout, 1);
+        int r = zram_write(e, f->cls, &slot);
+        if (r < 0) return 0;
+        if (r == 1) {
+            count(e, VM_swpout_zero, 1);                 /* swap_zeromap_folio_set(): no I/O */
+        } else {
+            count(e, VM_pswpout, 1);
+            count(e, VM_pgpgout, 1);
+            if (e->in_sync_reclaim) count(e, VM_stall_reclaim_swapout, 1);   /* compressed while waiting */
+        }
     }
     try_to_unmap(e, id);
     uint64_t shadow = workingset_eviction(e, id);         /* __remove_mapping() */

@@ -50,13 +50,21 @@ static int32_t stored_bytes(int32_t comp_len)
     return zs_size(comp_len);
 }
 
-/* zram_write_page(). Returns -1 when there is no swap or the device is full.
- * zram_size[slot] holds the compressed length (0 same-filled, PAGE_SIZE huge). */
+/* swap_writepage() -> zram_write_page(). Returns -1 when there is no swap or the device is full,
+ * 1 when the page went to the swap zeromap instead (Linux 6.12+: is_folio_zero_filled() ->
+ * swap_zeromap_folio_set(), no I/O, counted as SWPOUT_ZERO), 0 when zram stored it.
+ * zram_size[slot] holds the compressed length (0 same-filled, PAGE_SIZE huge, ZEROMAP_SLOT). */
 int zram_write(struct km_emu *e, int cls, int32_t *slot)
 {
     if (!e->zram_nr_free) return -1;
     int algo = e->cfg.zram_algo >= 0 && e->cfg.zram_algo < NR_ALGOS ? e->cfg.zram_algo : 0;
     int32_t s = e->zram_free[--e->zram_nr_free];
+    if (cls == CLASS_ZERO && e->cfg.swap_zeromap) {
+        e->zram_size[s] = ZEROMAP_SLOT;
+        e->zram_used_slots++;
+        *slot = s;
+        return 1;
+    }
     int32_t comp_len = 0;
     if (cls == CLASS_ZERO) {
         e->zram_same++;                                 /* zram_same_page_write() */
@@ -75,15 +83,17 @@ int zram_write(struct km_emu *e, int cls, int32_t *slot)
     return 0;
 }
 
-/* zram_free_page(), via swap_free() -> zram_slot_free_notify(). */
+/* zram_free_page(), via swap_free() -> zram_slot_free_notify(); a zeromap slot stored nothing. */
 void zram_free_slot(struct km_emu *e, int32_t slot)
 {
     int32_t comp_len = e->zram_size[slot];
-    if (comp_len == 0) e->zram_same--;
-    if (comp_len == PAGE_SIZE) e->zram_huge--;
-    e->zram_compr_bytes -= comp_len;
-    e->zram_alloc_bytes -= stored_bytes(comp_len);
-    e->zram_pages_used = (e->zram_alloc_bytes + PAGE_SIZE - 1) / PAGE_SIZE;
+    if (comp_len != ZEROMAP_SLOT) {
+        if (comp_len == 0) e->zram_same--;
+        if (comp_len == PAGE_SIZE) e->zram_huge--;
+        e->zram_compr_bytes -= comp_len;
+        e->zram_alloc_bytes -= stored_bytes(comp_len);
+        e->zram_pages_used = (e->zram_alloc_bytes + PAGE_SIZE - 1) / PAGE_SIZE;
+    }
     e->zram_size[slot] = 0;
     e->zram_used_slots--;
     e->zram_free[e->zram_nr_free++] = slot;

@@ -69,6 +69,7 @@ _COMMANDS = [
     "cli_workload:trace",
     "cli_predict:predict",
     "cli_validate:validate",
+    "cli_is_live:is_live",
 ]
 for _spec in _COMMANDS:
     _mod, _name = _spec.split(":")

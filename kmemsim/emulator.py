@@ -65,6 +65,7 @@ class Config:
     prefault_young: bool = True
     max_folio_order: int = 9                # ext4 large folios (6.16+) up to PMD order
     lmk: bool = False
+    swap_zeromap: bool = True               # Linux 6.12+: zero pages swap to a bitmap (swpout_zero), not zram
     sample_ms: float = 10.0
 
     def to_c(self, ffi):
@@ -100,6 +101,7 @@ class Config:
         c.prefault_young = int(bool(self.prefault_young))
         c.max_folio_order = int(self.max_folio_order)
         c.lmk = int(bool(self.lmk))
+        c.swap_zeromap = int(bool(self.swap_zeromap))
         c.sample_ns = int(self.sample_ms * 1e6)
         c.policy = self.policy.encode()
         c.policy_param = int(self.policy_param)

@@ -24,7 +24,7 @@ from .samplers import read_kv
 PAGE = tr.PAGE_SIZE
 MAP_SHARED, MAP_FIXED, MAP_ANONYMOUS, MAP_LOCKED, MAP_POPULATE = 0x01, 0x10, 0x20, 0x2000, 0x8000
 PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
-VMSTAT_KEYS = ("pswpin", "pswpout", "pgpgin", "pgpgout", "pgfault", "pgmajfault", "workingset_refault_file",
+VMSTAT_KEYS = ("pswpin", "pswpout", "swpin_zero", "swpout_zero", "pgpgin", "pgpgout", "pgfault", "pgmajfault", "workingset_refault_file",
                "workingset_refault_anon", "workingset_activate_file", "workingset_nodes", "pgsteal_direct",
                "pgscan_direct", "pgsteal_kswapd", "pgscan_kswapd", "allocstall_normal", "oom_kill")
 

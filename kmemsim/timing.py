@@ -6,8 +6,9 @@ kmemsim.device.Device. The two stay apart: nothing here changes what the emulato
 Stall time of a phase (what the waiting task pays; kswapd's work is not charged to anyone):
 
     stall_read_ios x latency(S) + stall_read_pages x 4096 / bandwidth(S)      S = pages/ios x 4096
-  + (stall_swapin_pages - swapin_zero) x 4096 / zram decompress speed
-  + swapin_zero x zero_page_us                       (a same-filled page: a fault and a clear)
+  + (stall_swapin_pages - zram_same_reads) x 4096 / zram decompress speed
+  + (zram_same_reads + swpin_zero) x zero_page_us    (a zero page from zram or the swap zeromap:
+                                                      a fault and a clear)
   + stall_reclaim_swapout x 4096 / zram compress speed
   + stall_reclaim_scanned x scan_us_per_page
 
@@ -32,7 +33,7 @@ import pandas as pd
 
 from .trace import CLASS_SHIFT, PAGE_SIZE, MapFlag, Op, PageClass, Trace
 
-STALL_COUNTERS = ["stall_read_ios", "stall_read_pages", "stall_swapin_pages", "swapin_zero",
+STALL_COUNTERS = ["stall_read_ios", "stall_read_pages", "stall_swapin_pages", "zram_same_reads", "swpin_zero",
                   "stall_reclaim_swapout", "stall_reclaim_scanned"]
 _REQ = re.compile(r"^(request \d+)( session .*)?$")
 
@@ -194,9 +195,9 @@ def stall_seconds(counts: pd.DataFrame, device, zram_algo: str) -> pd.DataFrame:
     ios, pages = g("stall_read_ios"), g("stall_read_pages")
     io_bytes = np.where(ios > 0, pages * PAGE_SIZE / np.maximum(ios, 1), PAGE_SIZE)
     read = ios * device.read_latency_s(io_bytes) + pages * PAGE_SIZE / device.read_bandwidth(io_bytes)
-    zero = np.minimum(g("swapin_zero"), g("stall_swapin_pages"))
-    swapin = (g("stall_swapin_pages") - zero) * PAGE_SIZE / (device.decompress_gbps[zram_algo] * 1e9) \
-        + zero * device.zero_page_us * 1e-6
+    same = np.minimum(g("zram_same_reads"), g("stall_swapin_pages"))
+    swapin = (g("stall_swapin_pages") - same) * PAGE_SIZE / (device.decompress_gbps[zram_algo] * 1e9) \
+        + (same + g("swpin_zero")) * device.zero_page_us * 1e-6
     reclaim = g("stall_reclaim_swapout") * PAGE_SIZE / (device.compress_gbps[zram_algo] * 1e9) \
         + g("stall_reclaim_scanned") * device.scan_us_per_page * 1e-6
     out = pd.DataFrame({"read_s": read, "swapin_s": swapin, "reclaim_s": reclaim}, index=counts.index)

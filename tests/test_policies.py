@@ -21,15 +21,22 @@ def kv_trace(kv_pages=100, used=10, reads=False):
 
 
 def test_is_swaps_exactly_the_untouched_kv_pages():
-    # IS: the clear's zero pages go to zram at once (same-filled: no pool memory, zram_same_page_write);
-    # the 10 pages tokens write come back by do_swap_page, the other 90 stay in zram.
-    res = Emulator(Config(memcg_limit="1G", zram="lz4:64M", policy="is", sample_ms=0)).replay(
-        kv_trace(), check_invariants=True)
+    # IS: the clear's zero pages are swapped out at once; the 10 pages tokens write come back by
+    # do_swap_page, the other 90 stay out. Before Linux 6.12 zram stores them as same-filled pages
+    # (zram_same_page_write: no pool memory); from 6.12 swap_writepage() puts zero folios in the swap
+    # device's zeromap (SWPOUT_ZERO) and zram never sees them.
+    res = Emulator(Config(memcg_limit="1G", zram="lz4:64M", policy="is", swap_zeromap=False,
+                          sample_ms=0)).replay(kv_trace(), check_invariants=True)
     s = res.summary
     assert s["pswpout"] == 100
     assert s["pswpin"] == 10
     assert s["nr_swapped"] == 90 and s["zram_same_pages"] == 90
     assert s["zram_mem_used_total"] == 0
+    assert s["nr_anon_pages"] == 10
+    s = Emulator(Config(memcg_limit="1G", zram="lz4:64M", policy="is", sample_ms=0)).replay(
+        kv_trace(), check_invariants=True).summary
+    assert (s["swpout_zero"], s["pswpout"], s["swpin_zero"], s["pswpin"]) == (100, 0, 10, 0)
+    assert s["nr_swapped"] == 90 and s["zram_same_pages"] == 0 and s["zram_mem_used_total"] == 0
     assert s["nr_anon_pages"] == 10
     stock = Emulator(Config(memcg_limit="1G", zram="lz4:64M", sample_ms=0)).replay(kv_trace()).summary
     assert stock["pswpout"] == 0 and stock["nr_anon_pages"] == 100

@@ -31,17 +31,18 @@ def test_stall_seconds_from_hand_made_counts():
         dict(stall_read_ios=10, stall_read_pages=10),
         # 2 reads of 64 KiB (32 pages): 2 x 100 us + 32 x 4096 / 4.096e9 = 200 us + 32 us
         dict(stall_read_ios=2, stall_read_pages=32),
-        # 1000 swap-ins, 400 same-filled: 600 x 4096 / 4.096e9 = 600 us; 400 x 2 us = 800 us
-        dict(stall_swapin_pages=1000, swapin_zero=400),
+        # 1000 swap-ins from zram, 300 same-filled, and 100 from the swap zeromap:
+        # 700 x 4096 / 4.096e9 = 700 us; 400 x 2 us = 800 us
+        dict(stall_swapin_pages=1000, zram_same_reads=300, swpin_zero=100),
         # direct reclaim: 100 compressed (100 x 4096 / 0.4096e9 = 1 ms) and 2000 scanned (x 0.5 us = 1 ms)
         dict(stall_reclaim_swapout=100, stall_reclaim_scanned=2000),
         {},
     ]).fillna(0)
     s = timing.stall_seconds(counts, d, "lz4")
     assert s["read_s"].tolist() == pytest.approx([1.1e-3, 232e-6, 0, 0, 0], abs=1e-12)
-    assert s["swapin_s"].tolist() == pytest.approx([0, 0, 1.4e-3, 0, 0], abs=1e-12)
+    assert s["swapin_s"].tolist() == pytest.approx([0, 0, 1.5e-3, 0, 0], abs=1e-12)
     assert s["reclaim_s"].tolist() == pytest.approx([0, 0, 0, 2e-3, 0], abs=1e-12)
-    assert s["stall_s"].tolist() == pytest.approx([1.1e-3, 232e-6, 1.4e-3, 2e-3, 0], abs=1e-12)
+    assert s["stall_s"].tolist() == pytest.approx([1.1e-3, 232e-6, 1.5e-3, 2e-3, 0], abs=1e-12)
 
 
 def test_io_size_interpolates_between_table_points():
