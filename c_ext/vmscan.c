@@ -1,5 +1,6 @@
 /* Page reclaim (mm/vmscan.c), classic two-list LRU (CONFIG_LRU_GEN off), one node, one lruvec. */
 #include <stdlib.h>
+#include <string.h>
 #include "mm.h"
 
 static int is_file_lru(int lru) { return lru == LRU_INACTIVE_FILE || lru == LRU_ACTIVE_FILE; }
@@ -18,6 +19,57 @@ int inactive_is_low(struct km_emu *e, int inactive_lru)
     return inactive * ratio < active;
 }
 
+/* The vma pages [*first, *first + *n) that can map folio f (rmap: vma_address() range). */
+static int folio_vma_range(const struct folio *f, const struct vma *v, int anon, int64_t *first, int64_t *n)
+{
+    *n = folio_nr_pages(f);
+    if (anon) {
+        if (v->anon != f->obj) return 0;
+        *first = f->index;
+        return 1;
+    }
+    int64_t lo = f->index > v->pgoff ? f->index : v->pgoff;
+    int64_t hi = f->index + *n < v->pgoff + v->npages ? f->index + *n : v->pgoff + v->npages;
+    if (lo >= hi) return 0;
+    *first = lo - v->pgoff;
+    *n = hi - lo;
+    return 1;
+}
+
+#define BYTES(x) (0x0101010101010101ULL * (x))
+
+/* Bytes of an 8-PTE word that map the folio's kind of page: present, not the zero page, and anon
+ * exactly when the folio is anonymous. One bit (0x01) per matching byte. */
+static inline uint64_t pte_match(uint64_t w, int anon)
+{
+    uint64_t present = w & BYTES(PTE_PRESENT);
+    uint64_t is_anon = (w >> 3) & BYTES(1);               /* PTE_ANON = 8 */
+    uint64_t is_zero = (w >> 4) & BYTES(1);               /* PTE_ZERO = 16 */
+    return present & ~is_zero & (anon ? is_anon : ~is_anon);
+}
+
+/* Scan (and, for clear_young, age) the PTEs p[0..n) eight at a time. */
+static void scan_ptes(uint8_t *p, int64_t n, int anon, int *mapped, int *young)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        if (!w) continue;
+        uint64_t m = pte_match(w, anon);
+        if (!m) continue;
+        *mapped = 1;
+        uint64_t y = (w >> 1) & m;                         /* PTE_YOUNG = 2 */
+        if (y) { *young = 1; w &= ~(y << 1); memcpy(p + i, &w, 8); }
+    }
+    for (; i < n; i++) {
+        uint64_t m = pte_match(p[i], anon);
+        if (!m) continue;
+        *mapped = 1;
+        if (p[i] & PTE_YOUNG) { *young = 1; p[i] &= ~PTE_YOUNG; }
+    }
+}
+
 /* folio_referenced(): walk the rmap, count the vmas with a young PTE on the folio and clear them.
  * vmas without recency (MADV_SEQUENTIAL/RANDOM: vma_has_recency()) are skipped. */
 int folio_referenced(struct km_emu *e, folio_id id, uint32_t *vm_flags)
@@ -30,28 +82,10 @@ int folio_referenced(struct km_emu *e, folio_id id, uint32_t *vm_flags)
     int anon = o->kind == OBJ_ANON;
     for (int i = 0; i < o->nvmas; i++) {
         struct vma *v = &e->vmas[o->vmas[i]];
-        if (!v->alive) continue;
-        int64_t first, n = folio_nr_pages(f);
-        if (anon) {
-            if (v->anon != f->obj) continue;
-            first = f->index;
-        } else {
-            first = vma_pte_index(v, f->index);
-            if (first < 0) {                          /* folio may start before the vma */
-                if (f->index + n <= v->pgoff || f->index >= v->pgoff + v->npages) continue;
-                first = 0;
-                n = f->index + n - v->pgoff;
-            }
-            if (first + n > v->npages) n = v->npages - first;
-        }
+        int64_t first, n;
+        if (!v->alive || !folio_vma_range(f, v, anon, &first, &n)) continue;
         int young = 0, mapped = 0;
-        uint8_t want = anon ? PTE_ANON : 0;
-        for (int64_t p = first; p < first + n; p++) {
-            uint8_t pte = v->pte[p];
-            if (!(pte & PTE_PRESENT) || (pte & (PTE_ZERO | PTE_ANON)) != want) continue;
-            mapped = 1;
-            if (pte & PTE_YOUNG) { young = 1; v->pte[p] = pte & ~PTE_YOUNG; }
-        }
+        scan_ptes(v->pte + first, n, anon, &mapped, &young);
         if (!mapped) continue;
         if (v->flags & MAP_F_LOCKED) { *vm_flags |= MAP_F_LOCKED; return 1; }
         if (v->flags & (VM_SEQ_READ | VM_RAND_READ)) continue;
@@ -98,17 +132,23 @@ static void try_to_unmap(struct km_emu *e, folio_id id)
     int anon = o->kind == OBJ_ANON;
     for (int i = 0; i < o->nvmas && f->mapcount > 0; i++) {
         struct vma *v = &e->vmas[o->vmas[i]];
-        if (!v->alive) continue;
-        if (anon && v->anon != f->obj) continue;
-        for (int64_t k = 0; k < folio_nr_pages(f); k++) {
-            int64_t p = anon ? f->index + k : vma_pte_index(v, f->index + k);
-            if (p < 0) continue;
-            uint8_t pte = v->pte[p];
-            if (!(pte & PTE_PRESENT) || (pte & PTE_ZERO) || ((pte & PTE_ANON) != 0) != anon) continue;
-            v->pte[p] = 0;
-            f->mapcount--;
-            e->tasks[v->task].rss--;
+        int64_t first, n;
+        if (!v->alive || !folio_vma_range(f, v, anon, &first, &n)) continue;
+        uint8_t *p = v->pte + first;
+        int64_t unmapped = 0, k = 0;
+        for (; k + 8 <= n; k += 8) {                       /* eight PTEs at a time */
+            uint64_t w;
+            memcpy(&w, p + k, 8);
+            uint64_t m = w ? pte_match(w, anon) : 0;
+            if (!m) continue;
+            unmapped += __builtin_popcountll(m);
+            w &= ~(m * 0xff);                              /* clear the matching bytes */
+            memcpy(p + k, &w, 8);
         }
+        for (; k < n; k++)
+            if (pte_match(p[k], anon)) { p[k] = 0; unmapped++; }
+        f->mapcount -= (int32_t)unmapped;
+        e->tasks[v->task].rss -= unmapped;
     }
     f->mapcount = 0;
 }
