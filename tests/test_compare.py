@@ -87,7 +87,7 @@ def test_report_renders_in_headless_chromium(compared, tmp_path):
     if exe is None:
         if os.environ.get("CI"):
             pytest.fail("chromium missing in CI (.ci/setup-system.sh installs it)")
-        pytest.skip("chromium not installed (apt-get install chromium)")
+        pytest.skip(reason="chromium not installed (apt-get install chromium); CI installs it and must not skip")
     shot = tmp_path / "shot.png"
     cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
            "--disable-background-networking", "--disable-component-update", "--no-first-run",
