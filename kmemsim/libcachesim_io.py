@@ -220,15 +220,7 @@ def detect_format(path: str) -> str:
     low = path.lower()
     if low.endswith(".zst"):
         raise InputError(f"{path}: zstd-compressed trace; decompress it first (zstd -d {path})")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file")
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a trace file")
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror})")
+    head = _read_bytes(path, 4096)
     if low.endswith(PARQUET_EXTS) or head.startswith(b"PAR1"):
         return "parquet"
     if low.endswith(BINARY_EXTS):
@@ -241,10 +233,11 @@ def detect_format(path: str) -> str:
     return "csv" if text else "oracleGeneral"
 
 
-def _read_bytes(path: str) -> bytes:
+def _read_bytes(path: str, n: int = -1) -> bytes:
+    """The file's first n bytes (all by default), or one clear InputError."""
     try:
         with open(path, "rb") as f:
-            return f.read()
+            return f.read(n)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file")
     except IsADirectoryError:
