@@ -340,9 +340,9 @@ class LlamaSession:
                 flags |= MapFlag.POPULATE
             self.m_file = self._mmap(t, "weights (mmap)", fpages, file=self.fid, flags=flags)
             if self.prefetch:
+                # The MMAP event's POPULATE flag is the populate (mm_populate() inside mmap(2), see
+                # c_ext/mmap.c); madvise(WILLNEED) comes after it returns.
                 self._ev(t, Op.MADVISE, self.m_file, 0, fpages, int(Advice.WILLNEED))
-                # MAP_POPULATE faults every page in at mmap time (populate_vma_page_range)
-                self._ev(t, Op.READ, self.m_file, 0, fpages)
                 t += int(L.file_size * self.tm.ns_per_load_byte)
         else:
             # --load-mode none: llama_file::read_raw (buffered read(2)) into ggml_aligned_malloc buffers.

@@ -85,6 +85,20 @@ def test_mmap_flags_and_load_modes():
     assert anon_w and d["weight_bytes_per_decode_token"] > 0
 
 
+def test_populate_is_the_mmap_itself():
+    """llama_mmap: mmap(MAP_POPULATE) faults the file in inside mmap(2) (vm_mmap_pgoff() ->
+    mm_populate()), then posix_madvise(WILLNEED). The POPULATE flag is that populate, so the
+    load must not fault the whole mapping once more: under a limit below the file size a second
+    pass reads the evicted head of the file again (tiny-f16 at a 100% limit: ~60k model pages
+    read during the predicted load against the live kernel's 41k, docs/validation.md)."""
+    L = synth.layout_from_preset("Llama-3.2-1B", type="f16", layers=1)
+    tr = lw.generate(L, 8, 2, 256)
+    c = tr.cols
+    wmap = int(c["map"][np.flatnonzero(c["op"] == Op.MMAP)[0]])
+    whole = (c["op"] == Op.READ) & (c["map"] == wmap) & (c["page"] == 0) & (c["npages"] >= L.file_pages)
+    assert not whole.any()
+
+
 def test_moe_reads_only_routed_experts():
     L = synth.layout_from_preset("Qwen3-30B-A3B", type="q8_0", layers=2)
     tr = lw.generate(L, 4, 16, 256, moe_routing="zipf:1.2")
