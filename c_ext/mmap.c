@@ -54,6 +54,36 @@ int64_t vma_pte_index(const struct vma *v, int64_t obj_index)
     return (p >= 0 && p < v->npages) ? p : -1;
 }
 
+/* populate_vma_page_range() -> __get_user_pages(FOLL_TOUCH), page by page in address order:
+ * faultin_page() (handle_mm_fault) where nothing is mapped, then follow_page_mask() marks what it
+ * finds. A PTE-mapped page: follow_page_pte() -> folio_mark_accessed(), once per page, so a large
+ * folio is activated by its second page. A PMD-mapped folio: follow_huge_pmd() -> touch_pmd() only
+ * (a young PMD, no folio_mark_accessed()), and the walk steps over the whole 2 MiB. Marking as the
+ * walk goes matters under pressure: a marked page that reaches the inactive tail during the
+ * populate is activated by folio_check_references() (young PTE and PG_referenced). */
+static void populate_vma_page_range(struct km_emu *e, int32_t id, int64_t start, int64_t n)
+{
+    int mode = vma_populate_write(&e->vmas[id]) ? FAULT_WRITE_ZERO : FAULT_READ;
+    for (int64_t p = start; p < start + n;) {
+        struct vma *v = &e->vmas[id];
+        if (!v->alive) return;
+        if (!(v->pte[p] & PTE_PRESENT) || (mode != FAULT_READ && !(v->pte[p] & PTE_DIRTY))) {
+            handle_range(e, id, p, 1, mode);
+            v = &e->vmas[id];
+            if (!v->alive) return;
+            if (!(v->pte[p] & PTE_PRESENT)) { p++; continue; }     /* the fault failed: next page */
+        }
+        if (!v->pmdtab[p >> PMD_ORDER]) {                    /* PMD-mapped: touch_pmd(), no mark */
+            p = ((p >> PMD_ORDER) + 1) << PMD_ORDER;
+            continue;
+        }
+        int anon = (v->pte[p] & PTE_ANON) != 0;
+        folio_id f = e->objs[anon ? v->anon : v->obj].folio[anon ? p : v->pgoff + p];
+        if (f >= 0 && !(v->pte[p] & PTE_ZERO)) folio_mark_accessed(e, f);
+        p++;
+    }
+}
+
 int do_mmap(struct km_emu *e, int32_t id, int32_t task, int64_t file, int64_t pgoff, int64_t npages,
             uint32_t flags)
 {
@@ -93,22 +123,7 @@ int do_mmap(struct km_emu *e, int32_t id, int32_t task, int64_t file, int64_t pg
     rmap_add(e, v->obj, id);
     if (file < 0 && e->policy->anon_region_mapped) e->policy->anon_region_mapped(e, id);
     if (flags & MAP_F_LOCKED) mlock_range(e, id, 0, npages, 1);
-    if (flags & MAP_F_POPULATE) {
-        /* populate_vma_page_range(): fault every page in, then FOLL_TOUCH marks them accessed.
-         * Simplification (docs/validation.md): the kernel's __get_user_pages() marks each page as
-         * it follows it (follow_page_pte() -> folio_mark_accessed()), and a PMD-mapped folio not
-         * at all (follow_huge_pmd() -> touch_pmd() only); here every page still cached after the
-         * whole range was faulted is marked once. Both the kernel's order and its PMD exception
-         * were tried against the live runs and moved the errors elsewhere (see the doc). */
-        handle_range(e, id, 0, npages, vma_populate_write(&e->vmas[id]) ? FAULT_WRITE_ZERO : FAULT_READ);
-        struct vma *vv = &e->vmas[id];
-        struct object *o = &e->objs[vv->obj];
-        if (o->kind == OBJ_FILE && vv->alive)
-            for (int64_t p = 0; p < npages; p++) {
-                folio_id f = o->folio[vv->pgoff + p];
-                if (f >= 0) folio_mark_accessed(e, f);
-            }
-    }
+    if (flags & MAP_F_POPULATE) populate_vma_page_range(e, id, 0, npages);
     return 0;
 }
 

@@ -495,3 +495,22 @@ def test_pmd_sized_file_folio_mapped_by_one_fault():
     assert res.summary["pgpgin"] == n                      # nothing evicted, nothing re-read
     assert pp.loc["pmd", "pgfault"] == 1
     assert pp.loc["pte table first", "pgfault"] == 1 + (512 // 16 - 1)   # that window, then the 31 others
+
+
+def test_populate_marks_pte_mapped_folios_not_pmd_mapped():
+    # populate_vma_page_range() -> __get_user_pages(FOLL_TOUCH) walks the range page by page:
+    # follow_page_pte() calls folio_mark_accessed() for each PTE-mapped page, so an order-0 page is
+    # left PG_referenced on the inactive list and a large folio is activated by its second page;
+    # follow_huge_pmd() only makes the PMD young (touch_pmd()), so a PMD-mapped order-9 folio stays
+    # inactive and unreferenced. Orders as in the test above: read-around at order 0 ([0, 1024)),
+    # then async windows of 1024 pages two orders up each: order 2 at [1024, 2048), order 9 from 5120.
+    n = 8192
+    tr = T(file_pages=n)
+    tr.op(Op.FADVISE, -1, 0, n, Advice.SEQUENTIAL, tr.f)
+    tr.mmap(n, flags=SHARED_RO | MapFlag.POPULATE)
+    res = tr.run(mem=1 << 30, read_ahead_kb=2048, fault_around_bytes=65536, max_folio_order=9)
+    R, A, REF = PageState.RESIDENT, PageState.ACTIVE, PageState.REFERENCED
+    assert res.summary["pgpgin"] == n
+    assert state(res, 0) == R | REF                        # order 0: marked once
+    assert state(res, 1024) & (R | A) == R | A             # order 2: activated by its second page
+    assert state(res, 6144) == R                           # order 9, PMD-mapped: not marked at all

@@ -87,3 +87,66 @@ def test_readahead_folios_match_the_kernel(tmp_path, mode):
     emu = emulated(mode, read_ahead_kb(str(path)))
     assert emu[1] == live[1] == PAGES
     assert emu[0] == live[0]
+
+
+# The access pattern of a model whose weights do not fit: llama_mmap's FADV_SEQUENTIAL, MAP_POPULATE
+# and MADV_WILLNEED, then whole-file passes, in a memory cgroup below the file size.
+SCAN = textwrap.dedent("""
+    import mmap, os, sys
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+    m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
+    m.madvise(mmap.MADV_WILLNEED)
+    print(sum(m[off] for _ in range(int(sys.argv[2])) for off in range(0, size, 4096)))
+""")
+SCAN_PAGES, SCAN_PASSES = 262144, 4          # 1 GiB: the 16 MiB readahead window is a small part
+
+
+def emulated_scan(limit, ra_kb):
+    b = TraceBuilder("scan")
+    f = b.file("/f", SCAN_PAGES)
+    b.process(0, 1, "scan")
+    b.event(1, 1, Op.FADVISE, -1, 0, SCAN_PAGES, Advice.SEQUENTIAL, f)
+    m = b.mmap(2, 1, "m", SCAN_PAGES, file=f, flags=MapFlag.SHARED | MapFlag.READ | MapFlag.POPULATE)
+    b.event(3, 1, Op.MADVISE, m, 0, SCAN_PAGES, Advice.WILLNEED)
+    starts = np.tile(np.arange(0, SCAN_PAGES, 64, dtype=np.int64), SCAN_PASSES)
+    b.ranges(np.arange(4, 4 + starts.size), 1, Op.READ, m, starts, 64)
+    r = Emulator(Config(memcg_limit=limit, zram="lz4:1G", read_ahead_kb=ra_kb, sample_ms=0)).replay(b.build())
+    return r.summary
+
+
+@pytest.mark.parametrize("pct", [40, 60])
+def test_cyclic_scan_under_a_memcg_limit_matches_the_kernel(tmp_path, pct):
+    # Each pass re-reads what reclaim dropped behind it, and some refaults are activated. What the
+    # counts depend on:
+    # - populate_vma_page_range() -> __get_user_pages(FOLL_TOUCH) marks PTE-mapped pages accessed as
+    #   it goes (follow_page_pte()) but PMD-mapped folios not (follow_huge_pmd() -> touch_pmd());
+    #   marking every populated page, as the emulator once did, left a large active list and
+    #   activated 3,857 and 102 refaults here where the kernel activates ~33-37 k and ~39 k;
+    # - workingset_test_recent(): a refault activates if its distance (about file minus cache) is
+    #   within the active file list (plus anon, none here): WORKINGSET_ACTIVATE_FILE.
+    # At 80% the live activation count swings between runs (325 k, 402 k of ~890 k refaults): the
+    # distance sits at the size of the active list, so that limit is not asserted.
+    if os.geteuid() != 0:
+        pytest.skip("live test: needs root (runs in CI)")
+    import json
+    from kmemsim.recorder import run_command
+    path = tmp_path / "f.bin"
+    with open(path, "wb") as f:
+        rng = np.random.default_rng(1)
+        for _ in range(SCAN_PAGES // 16384):
+            f.write(rng.integers(0, 255, 16384 * 4096, dtype=np.uint8).tobytes())
+    script = tmp_path / "scan.py"
+    script.write_text(SCAN)
+    limit = SCAN_PAGES * 4096 * pct // 100
+    rc = run_command([sys.executable, str(script), str(path), str(SCAN_PASSES)], str(tmp_path / "run"),
+                     mem_limit=str(limit), zram="lz4:1G", swappiness=60, drop_caches=True, smaps_interval=0)
+    assert rc == 0
+    s = json.load(open(tmp_path / "run" / "summary.json"))
+    live_added = s["files"][str(path)]["pages_added"]
+    live = s["vmstat_delta"]
+    emu = emulated_scan(limit, read_ahead_kb(str(path)))
+    assert abs(emu["file_pages_added"] - live_added) <= 0.05 * live_added, (emu["file_pages_added"], live_added)
+    ratio = emu["workingset_activate_file"] / max(1, live["workingset_activate_file"])
+    assert 2 / 3 <= ratio <= 3 / 2, (emu["workingset_activate_file"], live["workingset_activate_file"])
