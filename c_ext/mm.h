@@ -18,7 +18,7 @@
 
 /* Trace ops: values fixed by kmemsim/trace.py (Op). */
 enum { OP_PROC_START, OP_PROC_EXIT, OP_MMAP, OP_MUNMAP, OP_READ, OP_WRITE, OP_MADVISE, OP_FADVISE,
-       OP_MLOCK, OP_MUNLOCK, OP_PHASE, OP_FREAD, OP_SET_OOM_ADJ, NR_OPS };
+       OP_MLOCK, OP_MUNLOCK, OP_PHASE, OP_FREAD, OP_SET_OOM_ADJ, OP_OPEN, NR_OPS };
 /* MapFlag bits (trace.py) and kernel vm_flags we derive from advice. */
 enum { MAP_F_SHARED = 1, MAP_F_READ = 2, MAP_F_WRITE = 4, MAP_F_EXEC = 8, MAP_F_POPULATE = 16,
        MAP_F_LOCKED = 32, MAP_F_WEIGHTS = 64, VM_SEQ_READ = 1 << 16, VM_RAND_READ = 1 << 17 };
@@ -317,6 +317,7 @@ void filemap_remove_folio(struct km_emu *e, folio_id id, uint64_t shadow);
 int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n);
 
 /* readahead.c */
+void file_ra_state_init(struct km_emu *e, int32_t obj);
 int64_t page_cache_ra_order(struct km_emu *e, int32_t obj, int64_t start, int64_t size,
                             int64_t async_size, int new_order);
 int64_t do_page_cache_ra(struct km_emu *e, int32_t obj, int64_t index, int64_t nr, int64_t lookahead);

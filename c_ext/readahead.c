@@ -1,6 +1,7 @@
 /* Readahead (mm/readahead.c, and the mmap halves in mm/filemap.c), as of Linux 6.16+: the folio
  * order lives in file_ra_state, mmap read-around starts at order 0, and each async round asks for
  * two orders more (capped by the mapping's maximum and by the window size). */
+#include <string.h>
 #include "mm.h"
 
 static int ilog2_64(int64_t v) { int r = -1; while (v) { v >>= 1; r++; } return r; }
@@ -89,6 +90,17 @@ int64_t page_cache_ra_order(struct km_emu *e, int32_t obj, int64_t start, int64_
     return added;
 }
 
+/* file_ra_state_init() at open(2): a new struct file reads with the device's window, no history,
+ * and without FMODE_RANDOM (the emulator keeps one struct file per file: the latest opened). */
+void file_ra_state_init(struct km_emu *e, int32_t obj)
+{
+    struct object *o = &e->objs[obj];
+    memset(&o->ra, 0, sizeof o->ra);
+    o->ra.ra_pages = e->cfg.ra_pages;
+    o->ra.prev_pos = -1;
+    o->fmode_random = 0;
+}
+
 /* force_page_cache_ra(): fadvise/madvise WILLNEED, at most max(io_pages, ra_pages) pages. */
 void force_page_cache_ra(struct km_emu *e, int32_t obj, int64_t index, int64_t nr)
 {
@@ -158,7 +170,13 @@ void page_cache_async_ra(struct km_emu *e, int32_t obj, folio_id fid, int64_t in
         ra->size = get_next_ra_size(ra, max);
         ra->async_size = ra->size;
     }
+    /* readit: two orders up, and the window's end rounded down to that folio size (at most the
+     * alignment max_pages allows) so the next window starts aligned */
     ra->order += 2;
+    int64_t align = 1LL << (ra->order < __builtin_ctzll((uint64_t)max) ? ra->order : __builtin_ctzll((uint64_t)max));
+    int64_t end = ra->start + ra->size, aligned_end = end / align * align;
+    if (aligned_end > ra->start) ra->size -= end - aligned_end;
+    ra->async_size = ra->size;
     page_cache_ra_order(e, obj, ra->start, ra->size, ra->async_size, ra->order);
 }
 

@@ -38,8 +38,7 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
         int32_t o = anon_object_new(e, file_pages[f], 0);
         e->objs[o].kind = OBJ_FILE;
         e->objs[o].file_id = f;
-        e->objs[o].ra.ra_pages = e->cfg.ra_pages;
-        e->objs[o].ra.prev_pos = -1;
+        file_ra_state_init(e, o);
         e->file_obj[f] = o;
     }
     e->nr_phases = nr_phases;
@@ -145,10 +144,12 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             do_madvise(e, map[i], page[i], npages[i], (int)arg[i]);
             break;
         case OP_FADVISE:
-        case OP_FREAD: {
+        case OP_FREAD:
+        case OP_OPEN: {
             if (flags[i] >= (uint32_t)e->nr_files)
                 return km_fail(e, "event %lld: file %u unknown", (long long)i, flags[i]);
             int32_t o = e->file_obj[flags[i]];
+            if (op[i] == OP_OPEN) { file_ra_state_init(e, o); break; }
             int64_t end = page[i] + npages[i];
             if (end > e->objs[o].npages) end = e->objs[o].npages;
             if (page[i] >= end) break;

@@ -329,6 +329,11 @@ class LlamaSession:
             self._flush()
             hp_ = np.arange(hdr, dtype=np.int64)
             b.ranges(np.full(hdr, t, np.int64), pid, Op.FREAD, -1, hp_, 1, 0, self.fid)
+        # gguf_init_from_file() read the header through a FILE of its own and closed it; the loader's
+        # llama_file opens the model again, and that struct file (fadvise, mmap, read(2)) starts
+        # with a fresh readahead state. Its first mmap fault meets the PG_readahead folio the header
+        # read left behind with no window to match, and page_cache_async_ra() starts one there.
+        self._ev(t, Op.OPEN, -1, 0, 0, 0, self.fid)
         if self.use_mmap:
             # llama_mmap::impl: posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); mmap(PROT_READ, MAP_SHARED
             # | MAP_POPULATE if prefetch); posix_madvise(WILLNEED) over the prefetch range.

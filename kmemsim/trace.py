@@ -36,6 +36,7 @@ class Op(IntEnum):
     PHASE = 10       # arg = phase id (index into meta["phases"]); marks the start of that phase
     FREAD = 11       # read(2)/pread of a file: map = -1, flags = file id, page/npages = file pages
     SET_OOM_ADJ = 12 # arg = the process's new oom_score_adj (Android moves apps as they switch)
+    OPEN = 13        # open(2) of a file: a new struct file, so fresh readahead state; flags = file id
 
 
 class MapFlag(IntFlag):
@@ -167,8 +168,8 @@ def validate(tr: Trace) -> None:
     first(mm & (c["arg"] != -1) & ~np.isin(c["arg"], known_files),
           "MMAP names a file not in the trace metadata (arg is a file id, or -1 for anonymous)")
     first(mm & (c["npages"] == 0), "MMAP of zero pages")
-    first(np.isin(op, [Op.FADVISE, Op.FREAD]) & ~np.isin(c["flags"].astype(np.int64), known_files),
-          "FADVISE/FREAD names a file not in the trace metadata (flags is the file id)")
+    first(np.isin(op, [Op.FADVISE, Op.FREAD, Op.OPEN]) & ~np.isin(c["flags"].astype(np.int64), known_files),
+          "FADVISE/FREAD/OPEN names a file not in the trace metadata (flags is the file id)")
     first((op == Op.PHASE) & ((c["arg"] < 0) | (c["arg"] >= max(1, len(tr.meta.get("phases", []))))),
           "PHASE names a phase not in the trace metadata")
 

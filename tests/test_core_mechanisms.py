@@ -514,3 +514,28 @@ def test_populate_marks_pte_mapped_folios_not_pmd_mapped():
     assert state(res, 0) == R | REF                        # order 0: marked once
     assert state(res, 1024) & (R | A) == R | A             # order 2: activated by its second page
     assert state(res, 6144) == R                           # order 9, PMD-mapped: not marked at all
+
+
+def test_llama_load_folio_layout_matches_the_kernel():
+    # llama.cpp's load of tiny-f16 (36,488 pages, header in pages [0, 194)), recorded live on 6.18
+    # (mm_filemap_add_to_page_cache, before any eviction): gguf_init_from_file() freads the header
+    # through a FILE of its own; the ramp of page_cache_async_ra() -- two orders up per round, each
+    # window's end rounded down to that folio size -- gives [0,4) o0, [4,24) o2, [24,32) o3,
+    # [32,96) o4, [96,128) o5, [128,384) o6, [384,512) o7, [512,768) o8: 21 folios. The loader
+    # then opens the file again (fresh file_ra_state), fadvises SEQUENTIAL (4,096-page window) and
+    # populates the mapping: the first fault meets the PG_readahead folio at 512 with no window to
+    # match, so a window starts at the next miss (768) at order 2, then 4, 6, 8, 9: [768,4864) o2,
+    # [4864,8960) o4, [8960,13056) o6, [13056,17408) o8, [17408,36352) o9, then [36352,36480) o7 and
+    # [36480,36488) o3 at EOF: 1,400 folios.
+    n, hdr = 36488, 194
+    tr = T(file_pages=n)
+    tr.b.phase(tr.tick(), 1, "header")
+    tr.fread(0, hdr)
+    tr.b.phase(tr.tick(), 1, "populate")
+    tr.op(Op.OPEN, flags=tr.f)
+    tr.op(Op.FADVISE, -1, 0, n, Advice.SEQUENTIAL, tr.f)
+    tr.mmap(n, flags=SHARED_RO | MapFlag.POPULATE)
+    res = tr.run(mem=1 << 30, read_ahead_kb=8192, fault_around_bytes=65536, max_folio_order=9)
+    pp = res.per_phase
+    assert (pp.loc["header", "file_folios_added"], pp.loc["header", "file_pages_added"]) == (21, 768)
+    assert (pp.loc["populate", "file_folios_added"], pp.loc["populate", "file_pages_added"]) == (1400, n - 768)
