@@ -1,9 +1,10 @@
-"""The core against the live kernel on the simplest case that exercises readahead: one process
+"""The core against the live kernel. First the simplest case that exercises readahead: one process
 mmaps a 256 MiB file and touches it page by page, with and without POSIX_FADV_SEQUENTIAL. Folios
 added to the page cache (trace_mm_filemap_add_to_page_cache, one event per folio) are counted by
 bpftrace; the emulator must give the same count: the read-around window (do_sync_mmap_readahead),
 the async window (page_cache_async_ra) and its folio orders growing by two per round
-(page_cache_ra_order, 6.16+) decide it."""
+(page_cache_ra_order, 6.16+) decide it. Then llama.cpp's way of reading a model bigger than its
+memory cgroup, without llama.cpp: pages re-read and refaults activated must agree with the kernel's."""
 import os
 import shutil
 import subprocess
