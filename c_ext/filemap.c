@@ -1,5 +1,6 @@
 /* The page cache (mm/filemap.c): folios of a file, added by readahead and faults, removed by
  * reclaim with a shadow entry left behind for workingset refault detection. */
+#include <string.h>
 #include "mm.h"
 
 /* filemap_add_folio(): allocate a folio of 1 << order pages at index, charge it, insert it, run
@@ -12,8 +13,11 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
     if (alloc_pages_may_reclaim(e, nr) < 0) return -1;
     if (task >= 0 && !e->tasks[task].alive) { mem_cgroup_uncharge(e, nr); return -1; }
     struct object *o = &e->objs[obj];
-    for (int i = 0; i < nr; i++)                  /* reclaim cannot add pages, but be exact */
-        if (o->folio[index + i] >= 0) { mem_cgroup_uncharge(e, nr); return 0; }
+    /* reclaim cannot add pages, but be exact: all nr slots must be empty (-1). Their AND stays
+     * negative only if every one is (a loop without exits, which the compiler vectorizes). */
+    folio_id all = -1;
+    for (int i = 0; i < nr; i++) all &= o->folio[index + i];
+    if (all >= 0) { mem_cgroup_uncharge(e, nr); return 0; }
     folio_id id = folio_alloc(e, order);
     struct folio *f = &e->folios[id];
     f->obj = obj;
@@ -21,11 +25,11 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
     f->flags = readahead_mark ? PG_readahead : 0;
     if (o->weights) f->flags |= PG_weights;
     uint64_t shadow = 0;
-    for (int i = 0; i < nr; i++) {
-        o->folio[index + i] = id;
-        if (o->shadow[index + i]) shadow = o->shadow[index + i];   /* __filemap_add_folio: last one */
-        o->shadow[index + i] = 0;
-    }
+    for (int i = nr - 1; i >= 0; i--)                  /* __filemap_add_folio: the last shadow */
+        if (o->shadow[index + i]) { shadow = o->shadow[index + i]; break; }
+    /* (separate loops: each is a plain fill the compiler vectorizes) */
+    for (int i = 0; i < nr; i++) o->folio[index + i] = id;
+    memset(o->shadow + index, 0, sizeof(uint64_t) * nr);
     o->nr_resident += nr;
     o->pages_added += nr;
     count(e, VM_file_folios_added, 1);          /* trace_mm_filemap_add_to_page_cache */
@@ -42,10 +46,8 @@ void filemap_remove_folio(struct km_emu *e, folio_id id, uint64_t shadow)
     struct folio *f = &e->folios[id];
     struct object *o = &e->objs[f->obj];
     int nr = folio_nr_pages(f);
-    for (int i = 0; i < nr; i++) {
-        o->folio[f->index + i] = -1;
-        o->shadow[f->index + i] = shadow;
-    }
+    for (int i = 0; i < nr; i++) o->folio[f->index + i] = -1;      /* (two plain fills) */
+    for (int i = 0; i < nr; i++) o->shadow[f->index + i] = shadow;
     o->nr_resident -= nr;
     o->pages_deleted += nr;
     count(e, VM_file_pages_deleted, nr);

@@ -48,17 +48,20 @@ enum { PTE_PRESENT = 1, PTE_YOUNG = 2, PTE_DIRTY = 4, PTE_ANON = 8 /* maps the v
 
 typedef int32_t folio_id;
 
+/* 32 bytes (fields ordered to avoid padding): two folios per cache line, and the LRU's random
+ * walks touch one line per folio. */
 struct folio {
     folio_id prev, next;      /* LRU links; -1 ends */
     int32_t obj;              /* owning address_space (file) or anon object */
+    int32_t mapcount;         /* number of PTEs mapping pages of this folio */
     int64_t index;            /* first page index in obj */
     uint16_t flags;
     uint8_t order;
     uint8_t lru;              /* list it is on, NO_LRU when isolated or free */
     uint8_t cls;              /* page class for zram compressibility */
-    int32_t mapcount;         /* number of PTEs mapping pages of this folio */
     uint8_t policy_count;     /* free for policies (DW: rotations so far) */
 };
+_Static_assert(sizeof(struct folio) == 32, "struct folio should stay 32 bytes");
 
 struct lru_head { folio_id head, tail; int64_t nr_pages; };
 
@@ -275,6 +278,7 @@ void folio_free(struct km_emu *e, folio_id id);
 int alloc_pages_may_reclaim(struct km_emu *e, int64_t nr);   /* 0 ok, -1 OOM (task killed) */
 void wakeup_kswapd(struct km_emu *e);
 void setup_per_zone_wmarks(struct km_emu *e);
+void km_hugepage_hint(void *p, size_t bytes);                /* THP for a large array */
 
 /* memcontrol.c */
 int mem_cgroup_charge(struct km_emu *e, int64_t nr);
@@ -282,9 +286,6 @@ void mem_cgroup_uncharge(struct km_emu *e, int64_t nr);
 int64_t mem_cgroup_get_nr_swap_pages(const struct km_emu *e);
 
 /* swap.c: LRU list manipulation */
-void lruvec_add_folio(struct km_emu *e, folio_id id, int lru);      /* at the head */
-void lruvec_add_folio_tail(struct km_emu *e, folio_id id, int lru);
-void lruvec_del_folio(struct km_emu *e, folio_id id);
 void folio_add_lru(struct km_emu *e, folio_id id);
 void folio_mark_accessed(struct km_emu *e, folio_id id);
 void folio_deactivate(struct km_emu *e, folio_id id);
@@ -297,6 +298,43 @@ static inline int folio_lru_list(const struct folio *f)
 }
 static inline int folio_nr_pages(const struct folio *f) { return 1 << f->order; }
 static inline int folio_is_file_lru(const struct folio *f) { return !(f->flags & PG_swapbacked); }
+/* List insertion and removal: static inline, as in include/linux/mm_inline.h (every reference of
+ * the plain LRU policy does both). lruvec_add_folio() puts a folio at the head. */
+static inline void lruvec_add_folio(struct km_emu *e, folio_id id, int lru)
+{
+    struct folio *f = &e->folios[id];
+    struct lru_head *h = &e->lru[lru];
+    f->lru = (uint8_t)lru;
+    f->prev = -1;
+    f->next = h->head;
+    if (h->head >= 0) e->folios[h->head].prev = id; else h->tail = id;
+    h->head = id;
+    h->nr_pages += folio_nr_pages(f);
+}
+
+static inline void lruvec_add_folio_tail(struct km_emu *e, folio_id id, int lru)
+{
+    struct folio *f = &e->folios[id];
+    struct lru_head *h = &e->lru[lru];
+    f->lru = (uint8_t)lru;
+    f->next = -1;
+    f->prev = h->tail;
+    if (h->tail >= 0) e->folios[h->tail].next = id; else h->head = id;
+    h->tail = id;
+    h->nr_pages += folio_nr_pages(f);
+}
+
+static inline void lruvec_del_folio(struct km_emu *e, folio_id id)
+{
+    struct folio *f = &e->folios[id];
+    if (f->lru == NO_LRU) return;
+    struct lru_head *h = &e->lru[f->lru];
+    if (f->prev >= 0) e->folios[f->prev].next = f->next; else h->head = f->next;
+    if (f->next >= 0) e->folios[f->next].prev = f->prev; else h->tail = f->prev;
+    h->nr_pages -= folio_nr_pages(f);
+    f->lru = NO_LRU;
+    f->prev = f->next = -1;
+}
 
 /* vmscan.c */
 int64_t try_to_free_pages(struct km_emu *e, int64_t nr, int who);

@@ -18,8 +18,10 @@ int32_t anon_object_new(struct km_emu *e, int64_t npages, int cls)
     o->cls = (uint8_t)cls;
     o->file_id = -1;
     o->folio = malloc(sizeof(folio_id) * (npages ? npages : 1));
+    km_hugepage_hint(o->folio, sizeof(folio_id) * npages);   /* before the first touch */
     memset(o->folio, 0xff, sizeof(folio_id) * npages);
     o->shadow = calloc(npages ? npages : 1, sizeof(uint64_t));
+    km_hugepage_hint(o->shadow, sizeof(uint64_t) * npages);
     return id;
 }
 
@@ -27,6 +29,7 @@ static void anon_object_swap_init(struct object *o)
 {
     if (o->swap) return;
     o->swap = malloc(sizeof(int32_t) * (o->npages ? o->npages : 1));
+    km_hugepage_hint(o->swap, sizeof(int32_t) * o->npages);
     memset(o->swap, 0xff, sizeof(int32_t) * o->npages);
 }
 
@@ -100,6 +103,7 @@ int do_mmap(struct km_emu *e, int32_t id, int32_t task, int64_t file, int64_t pg
     v->alive = 1;
     v->anon = -1;
     v->pte = calloc((npages ? npages : 1) + ((npages + (1 << PMD_ORDER) - 1) >> PMD_ORDER), 1);
+    km_hugepage_hint(v->pte, npages);
     v->pmdtab = v->pte + (npages ? npages : 1);
     int cls = (flags >> CLASS_SHIFT) & 0xff;
     if (file >= 0) {

@@ -84,11 +84,70 @@ static inline int vma_ok(struct km_emu *e, int64_t i, int32_t m, int64_t page, i
     return 0;
 }
 
+/* Software prefetch for the events ahead. The whole trace is in memory, so the first page each
+ * READ/WRITE event will touch is known early; a random reference spends most of its time waiting on
+ * a chain of dependent cache misses (page-cache slot -> folio -> its LRU neighbours). Each stage
+ * loads what the stage before prefetched a few events earlier and prefetches the next link, so the
+ * misses of several events overlap instead of queueing. Prefetches are hints and never change a
+ * result; nothing is dereferenced before it is validated here (vma_ok() checks the event itself
+ * only when it is replayed), and links read from folios may be stale by then: that costs a useless
+ * prefetch, nothing more. */
+#define PF_SLOT 16      /* stage 1, this many events ahead: the page-cache slot and the PTE (a power of 2) */
+#define PF_FOLIO 8      /* stage 2: the folio in that slot */
+#define PF_LRU 4        /* stage 3: the folio's LRU neighbours (unlinked on a hit) */
+
+/* Stage 1 finds the slot of event j once and leaves it in a ring of PF_SLOT entries for the later
+ * stages; obj < 0 when event j touches no page. An object and its slots outlive the replay. */
+struct pf_slot { int32_t obj; int64_t idx; };
+
+static inline int pf_folio_ok(const struct km_emu *e, folio_id id) { return id >= 0 && id < e->nr_folios; }
+
+/* always_inline: GCC 12 finds a separate function free of side effects (a prefetch does not count)
+ * and deletes the call. */
+static inline __attribute__((always_inline)) void prefetch_events(const struct km_emu *e, int64_t i,
+        int64_t n, const uint8_t *op, const int32_t *map, const int64_t *page, struct pf_slot *ring)
+{
+    int64_t j = i + PF_SLOT;
+    struct pf_slot *r = &ring[j & (PF_SLOT - 1)];              /* event i's entry, no longer needed */
+    r->obj = -1;
+    if (j < n && (op[j] == OP_READ || op[j] == OP_WRITE) && map[j] >= 0 && map[j] < e->nr_vmas) {
+        const struct vma *v = &e->vmas[map[j]];
+        int64_t p = page[j];
+        if (v->alive && p >= 0 && p < v->npages) {
+            const struct object *o = &e->objs[v->obj];
+            int64_t idx = o->kind == OBJ_FILE ? v->pgoff + p : p;
+            if (idx >= 0 && idx < o->npages) {
+                __builtin_prefetch(&o->folio[idx]);
+                __builtin_prefetch(&v->pte[p]);
+                r->obj = v->obj;
+                r->idx = idx;
+            }
+        }
+    }
+    r = &ring[(i + PF_FOLIO) & (PF_SLOT - 1)];
+    if (r->obj >= 0) {
+        folio_id id = e->objs[r->obj].folio[r->idx];
+        if (pf_folio_ok(e, id)) __builtin_prefetch(&e->folios[id]);
+    }
+    r = &ring[(i + PF_LRU) & (PF_SLOT - 1)];
+    if (r->obj >= 0) {
+        folio_id id = e->objs[r->obj].folio[r->idx];
+        if (pf_folio_ok(e, id)) {
+            const struct folio *f = &e->folios[id];
+            if (pf_folio_ok(e, f->prev)) __builtin_prefetch(&e->folios[f->prev]);
+            if (pf_folio_ok(e, f->next)) __builtin_prefetch(&e->folios[f->next]);
+        }
+    }
+}
+
 int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task, const uint8_t *op,
               const int32_t *map, const int64_t *page, const int64_t *npages, const int64_t *arg,
               const uint32_t *flags)
 {
+    struct pf_slot ring[PF_SLOT];
+    for (int k = 0; k < PF_SLOT; k++) ring[k].obj = -1;
     for (int64_t i = 0; i < n; i++) {
+        prefetch_events(e, i, n, op, map, page, ring);
         e->now = t[i];
         if (t[i] >= e->next_sample) {                     /* INT64_MAX when not sampling */
             if (e->tl_rows == 0) e->next_sample = t[i];
@@ -194,6 +253,8 @@ void km_file_page_states(struct km_emu *e, int32_t file, uint8_t *out)
 {
     struct object *o = &e->objs[e->file_obj[file]];
     for (int64_t p = 0; p < o->npages; p++) {
+        /* the slots are read in order, the folios at random: prefetch the folios ahead */
+        if (p + 16 < o->npages && o->folio[p + 16] >= 0) __builtin_prefetch(&e->folios[o->folio[p + 16]]);
         folio_id id = o->folio[p];
         uint8_t s = o->shadow[p] ? 16 : 0;
         if (id >= 0) {

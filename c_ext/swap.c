@@ -1,42 +1,6 @@
 /* LRU list handling (mm/swap.c, include/linux/mm_inline.h). */
 #include "mm.h"
 
-void lruvec_add_folio(struct km_emu *e, folio_id id, int lru)
-{
-    struct folio *f = &e->folios[id];
-    struct lru_head *h = &e->lru[lru];
-    f->lru = (uint8_t)lru;
-    f->prev = -1;
-    f->next = h->head;
-    if (h->head >= 0) e->folios[h->head].prev = id; else h->tail = id;
-    h->head = id;
-    h->nr_pages += folio_nr_pages(f);
-}
-
-void lruvec_add_folio_tail(struct km_emu *e, folio_id id, int lru)
-{
-    struct folio *f = &e->folios[id];
-    struct lru_head *h = &e->lru[lru];
-    f->lru = (uint8_t)lru;
-    f->next = -1;
-    f->prev = h->tail;
-    if (h->tail >= 0) e->folios[h->tail].next = id; else h->head = id;
-    h->tail = id;
-    h->nr_pages += folio_nr_pages(f);
-}
-
-void lruvec_del_folio(struct km_emu *e, folio_id id)
-{
-    struct folio *f = &e->folios[id];
-    if (f->lru == NO_LRU) return;
-    struct lru_head *h = &e->lru[f->lru];
-    if (f->prev >= 0) e->folios[f->prev].next = f->next; else h->head = f->next;
-    if (f->next >= 0) e->folios[f->next].prev = f->prev; else h->tail = f->prev;
-    h->nr_pages -= folio_nr_pages(f);
-    f->lru = NO_LRU;
-    f->prev = f->next = -1;
-}
-
 /* folio_add_lru() -> lru_add(): new folios join the inactive list of their type (anon too, since
  * 5.9) unless refault activation set PG_active. A policy may choose the list. */
 void folio_add_lru(struct km_emu *e, folio_id id)
