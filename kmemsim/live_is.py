@@ -373,7 +373,7 @@ def control(gate, lay, apply, variant, used_cells, out_json, timeout=600.0):
 def live_run(model, prompt, decode, ctx, mem_limit, outdir, apply, variant="alloc", zram="lz4:4G",
              swappiness=60, batch=512, ubatch=512, threads=2, interval=0.01) -> dict:
     from .recorder import run_command
-    from .validate import _child_argv, measured
+    from .validate import _child_argv, child_pythonpath_removed, measured
     os.makedirs(outdir, exist_ok=True)
     lay = kv_layout(model, ctx)
     script = os.path.join(outdir, "kmemsim_is_child.py")
@@ -388,13 +388,11 @@ def live_run(model, prompt, decode, ctx, mem_limit, outdir, apply, variant="allo
     ctl = threading.Thread(target=control, name="kmemsim-is-controller", daemon=True,
                            args=(gate, lay, apply, variant, prompt + decode, apply_json))
     ctl.start()
-    env_old = os.environ.pop("PYTHONPATH", None)   # the child imports only llama_cpp
     try:
-        rc = run_command(argv, os.path.join(outdir, "run"), mem_limit=mem_limit, zram=zram,
-                         swappiness=swappiness, drop_caches=True, interval=interval, smaps_interval=0)
+        with child_pythonpath_removed():                # the child imports only llama_cpp
+            rc = run_command(argv, os.path.join(outdir, "run"), mem_limit=mem_limit, zram=zram,
+                             swappiness=swappiness, drop_caches=True, interval=interval, smaps_interval=0)
     finally:
-        if env_old is not None:
-            os.environ["PYTHONPATH"] = env_old
         if not os.path.exists(gate + ".go"):       # the child died before the gate: release the thread
             with open(gate + ".ready", "a"):
                 pass

@@ -10,6 +10,7 @@ The child writes what llama.cpp logged (buffer sizes) and its timings to a JSON 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -186,6 +187,18 @@ def _child_env():
     return env
 
 
+@contextlib.contextmanager
+def child_pythonpath_removed():
+    """run_command() starts the child with this process's environment: drop PYTHONPATH around it, as
+    _child_env() does for subprocess.run, so kmemsim stays out of the child's imports."""
+    old = os.environ.pop("PYTHONPATH", None)
+    try:
+        yield
+    finally:
+        if old is not None:
+            os.environ["PYTHONPATH"] = old
+
+
 def live_run(model, prompt, decode, ctx, mem_limit, outdir, batch=512, ubatch=512, threads=2,
              zram="lz4:4G", swappiness=60, interval=0.01) -> dict:
     """The reference run under the recorder (kmemsim.recorder.run_command). Returns the measured
@@ -195,14 +208,9 @@ def live_run(model, prompt, decode, ctx, mem_limit, outdir, batch=512, ubatch=51
     script = child_script(outdir)
     res_path = os.path.join(outdir, "llama_result.json")
     argv = _child_argv(script, "run", res_path, model, prompt, decode, ctx, batch, ubatch, threads)
-    env_old = os.environ.get("PYTHONPATH")
-    os.environ.pop("PYTHONPATH", None)   # the child inherits the environment of run_command
-    try:
+    with child_pythonpath_removed():
         rc = run_command(argv, os.path.join(outdir, "run"), mem_limit=mem_limit, zram=zram,
                          swappiness=swappiness, drop_caches=True, interval=interval, smaps_interval=0)
-    finally:
-        if env_old is not None:
-            os.environ["PYTHONPATH"] = env_old
     if rc == 130:                        # the recording was interrupted: stop, don't go on to the next limit
         raise KeyboardInterrupt("live run interrupted")
     return measured(outdir, model, rc)
@@ -272,13 +280,9 @@ def engine_baseline(refresh=False) -> dict:
     with tempfile.TemporaryDirectory(prefix="kmemsim-baseline-") as d:
         script = child_script(d)
         out = os.path.join(d, "baseline.json")
-        env_old = os.environ.pop("PYTHONPATH", None)
-        try:
+        with child_pythonpath_removed():
             run_command(_child_argv(script, "baseline", out), os.path.join(d, "run"), drop_caches=True,
                         interval=0.005, smaps_interval=0)
-        finally:
-            if env_old is not None:
-                os.environ["PYTHONPATH"] = env_old
         s = pd.read_parquet(os.path.join(d, "run", "samples.parquet"))
         with open(out) as f:
             child = json.load(f)
