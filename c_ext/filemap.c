@@ -13,11 +13,8 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
     if (alloc_pages_may_reclaim(e, nr) < 0) return -1;
     if (task >= 0 && !e->tasks[task].alive) { mem_cgroup_uncharge(e, nr); return -1; }
     struct object *o = &e->objs[obj];
-    /* reclaim cannot add pages, but be exact: all nr slots must be empty (-1). Their AND stays
-     * negative only if every one is (a loop without exits, which the compiler vectorizes). */
-    folio_id all = -1;
-    for (int i = 0; i < nr; i++) all &= o->folio[index + i];
-    if (all >= 0) { mem_cgroup_uncharge(e, nr); return 0; }
+    /* reclaim cannot add pages, but be exact */
+    if (!page_cache_range_empty(o->folio + index, nr)) { mem_cgroup_uncharge(e, nr); return 0; }
     folio_id id = folio_alloc(e, order);
     struct folio *f = &e->folios[id];
     f->obj = obj;

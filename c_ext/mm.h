@@ -350,6 +350,14 @@ void workingset_refault(struct km_emu *e, folio_id id, uint64_t shadow);
 void workingset_age_nonresident(struct km_emu *e, int64_t nr);
 
 /* filemap.c */
+/* Is no page of slot[0 .. nr) cached (every slot -1)? Their AND stays negative only if every one
+ * is: a loop without exits, which the compiler vectorizes for a large folio's 512 slots. */
+static inline int page_cache_range_empty(const folio_id *slot, int64_t nr)
+{
+    folio_id all = -1;
+    for (int64_t i = 0; i < nr; i++) all &= slot[i];
+    return all < 0;
+}
 int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, int readahead_mark);
 void filemap_remove_folio(struct km_emu *e, folio_id id, uint64_t shadow);
 int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n);

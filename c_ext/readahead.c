@@ -75,9 +75,8 @@ int64_t page_cache_ra_order(struct km_emu *e, int32_t obj, int64_t start, int64_
         int order = new_order;
         if (index & ((1LL << order) - 1)) order = __builtin_ctzll((uint64_t)index);   /* align */
         while (order > 0 && index + (1LL << order) - 1 > limit) order--;
-        folio_id all = -1;                                 /* negative iff every slot is empty */
-        for (int64_t i = 0; i < (1LL << order); i++) all &= e->objs[obj].folio[index + i];
-        if (all >= 0) break;                               /* -EEXIST: let the fallback fill gaps */
+        if (!page_cache_range_empty(e->objs[obj].folio + index, 1LL << order))
+            break;                                         /* -EEXIST: let the fallback fill gaps */
         int m = mark >= index && mark < index + (1LL << order);
         if (filemap_add_folio(e, obj, index, order, m) < 0) return added;
         added += 1LL << order;
