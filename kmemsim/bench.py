@@ -53,22 +53,19 @@ def page_refs(tr) -> int:
     return int(tr.cols["npages"][np.isin(op, refs)].sum())
 
 
-CORE = {}       # case -> best time of the C event loop alone (km_replay), for the extra report line
-
-
-def time_replay(make_emulator, tr, repeat: int, case: str = ""):
-    """Best wall time of `repeat` replays (a fresh emulator each), and the last summary. The whole
-    replay() is timed (preprocessing, the C loop, the result); the C loop's own best goes to CORE."""
-    best, summary = math.inf, None
+def time_replay(make_emulator, tr, repeat: int):
+    """Best wall time of `repeat` replays (a fresh emulator each), the last summary, and the best time
+    of the C event loop alone. The first is the whole replay() (preprocessing, the C loop, the result)."""
+    best, core, summary = math.inf, math.inf, None
     for _ in range(repeat):
         emu = make_emulator()
         t0 = time.perf_counter()
         res = emu.replay(tr)
         dt = time.perf_counter() - t0
         best = min(best, dt)
-        CORE[case] = min(CORE.get(case, math.inf), emu.core_seconds)
+        core = min(core, emu.core_seconds)
         summary = res.summary
-    return best, summary
+    return best, summary, core
 
 
 def time_libcachesim_lru(path: str, capacity: int, n_objects: int, repeat: int):
@@ -107,6 +104,7 @@ def main(argv=None):
     mem_pages = a.pages // 2
     mem = mem_pages * PAGE
     rows = []      # (case, policy, refs, seconds, misses)
+    core = {}      # case -> best time of the C event loop alone, for the extra report lines
 
     def progress(row):
         rows.append(row)
@@ -126,7 +124,7 @@ def main(argv=None):
     for chunk in (32, 4096):
         tr = scan_trace(a.pages, chunk, a.passes)
         case = f"(a) cyclic scan, {chunk}-page reads"
-        dt, s = time_replay(stock, tr, a.repeat, case)
+        dt, s, core[case] = time_replay(stock, tr, a.repeat)
         progress((case, "stock", page_refs(tr), dt, s.get("misses")))
         del tr
 
@@ -135,11 +133,12 @@ def main(argv=None):
     ids = rng.integers(0, a.pages, a.requests, dtype=np.uint64)
     tr = ids_to_trace(ids, source="bench: uniform random pages")
     case = "(b) uniform random pages, read_ahead_kb 128"
-    dt, s = time_replay(stock_phone_ra, tr, a.repeat, case)
+    dt, s, core[case] = time_replay(stock_phone_ra, tr, a.repeat)
     progress((case, "stock", page_refs(tr), dt, s.get("misses")))
 
     # (c) kmemsim lru and libCacheSim LRU on the same trace and capacity
-    dt, s = time_replay(lambda: Emulator(Config(mem=mem, policy="lru")), tr, a.repeat, "(c) uniform random pages")
+    case = "(c) uniform random pages"
+    dt, s, core[case] = time_replay(lambda: Emulator(Config(mem=mem, policy="lru")), tr, a.repeat)
     k_lru_refs, k_lru_dt, k_lru_miss = page_refs(tr), dt, int(s["misses"])
     progress(("(c) uniform random pages", "kmemsim lru", k_lru_refs, k_lru_dt, k_lru_miss))
     with tempfile.TemporaryDirectory(prefix="kmemsim-bench-") as d:
@@ -174,16 +173,16 @@ def main(argv=None):
           f"(kmemsim lru {k_lru_miss:,} of {k_lru_refs:,}; libCacheSim {l_miss:,} of {l_n:,})")
 
     # not the figures above: the C event loop alone, without replay()'s Python before and after
-    core = {c: r / CORE[c] for c, p, r, t, m in rows if c in CORE and p != "libCacheSim LRU"}
+    core_rate = {c: r / core[c] for c, p, r, t, m in rows if p != "libCacheSim LRU"}
     print()
     print("for reference, the C event loop alone (km_replay; the figures above time all of replay()):")
-    for c, v in core.items():
+    for c, v in core_rate.items():
         print(f"  {c}: {v / 1e6:.1f} M refs/s")
     if a.json:
         out = {"rows": [dict(zip(("case", "policy", "refs", "seconds", "misses"), r)) for r in rows],
                "range_refs_per_s": range_rate, "lru_ratio": k_rate / l_rate,
                "misses_identical": same, "pages": a.pages, "mem_pages": mem_pages,
-               "core_refs_per_s": core,
+               "core_refs_per_s": core_rate,
                "repeat": a.repeat}
         with open(a.json, "w") as f:
             json.dump(out, f, indent=2, default=int)
