@@ -76,7 +76,10 @@ int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n)
             page_cache_async_ra(e, obj, f, p, index + n - p);
             e->folios[f].flags &= ~PG_pinned;
         }
-        if (f >= 0 && f != last) folio_mark_accessed(e, f);
+        if (f >= 0 && f != last) {                   /* a reference by the trace, as a fault's is */
+            if (e->policy->folio_accessed) e->policy->folio_accessed(e, f);
+            else folio_mark_accessed(e, f);
+        }
         last = f;
     }
     o = &e->objs[obj];
