@@ -172,7 +172,8 @@ struct policy_ops {
     void (*init)(struct km_emu *e);
     /* lru_add: which list a new folio joins; return -1 for the stock choice. */
     int (*folio_add_lru)(struct km_emu *e, struct folio *f);
-    /* page referenced by the trace while resident (the hardware sets the young bit). */
+    /* page referenced by the trace while resident (a fault path's young bit, read(2)'s
+     * folio_mark_accessed()). */
     void (*folio_accessed)(struct km_emu *e, folio_id id);
     /* folio_check_references: may override the stock verdict. */
     enum folio_references (*check_references)(struct km_emu *e, folio_id id, enum folio_references stock);
@@ -188,8 +189,14 @@ struct policy_ops {
     void (*range_touched)(struct km_emu *e, int32_t vma, int64_t page, int64_t npages, int write);
     /* take over a touched range entirely (the plain LRU's fast path); NULL: the fault path. */
     int64_t (*handle_range)(struct km_emu *e, int32_t vma, int64_t page, int64_t npages, int write);
+    /* a run of single-page READ/WRITE events of one task on one vma, all of one kind and before
+     * the next timeline sample (a libCacheSim trace is one long run): each page exactly as
+     * handle_range would take its event, in one call. NULL: one event at a time. */
+    void (*handle_pages)(struct km_emu *e, int32_t vma, const int64_t *pages, int64_t n, int write);
     /* instead of the mechanism's reclaim: return pages freed, or -1 for stock. */
     int64_t (*reclaim)(struct km_emu *e, int64_t nr_pages, int who);
+    /* the policy kept the LRU order elsewhere (e->lists_deferred): relink the lists from it. */
+    void (*sync_lists)(struct km_emu *e);
 };
 
 struct zram_class { const char *algo; double ratio[16]; };
@@ -201,6 +208,9 @@ struct km_emu {
 
     struct folio *folios; int64_t nr_folios, cap_folios; folio_id free_folio;
     struct lru_head lru[NR_LRU_LISTS];
+    int lists_deferred;                        /* list order held by the policy: lists_sync() first */
+    int trace_range;                           /* handle_range() serves a READ/WRITE event itself
+                                                * (not populate or mlock): the order may be deferred */
     struct object *objs; int32_t nr_objs, cap_objs;
     struct vma *vmas; int32_t nr_vmas, cap_vmas;
     struct task *tasks; int32_t nr_tasks, cap_tasks;
@@ -334,6 +344,13 @@ static inline void lruvec_del_folio(struct km_emu *e, folio_id id)
     h->nr_pages -= folio_nr_pages(f);
     f->lru = NO_LRU;
     f->prev = f->next = -1;
+}
+
+/* Before anything follows the LRU links: a policy may hold the order elsewhere between range
+ * events (the plain LRU's reference FIFO); the list sizes stay exact either way. */
+static inline void lists_sync(struct km_emu *e)
+{
+    if (e->lists_deferred) e->policy->sync_lists(e);
 }
 
 /* vmscan.c */

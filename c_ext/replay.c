@@ -130,7 +130,7 @@ static inline __attribute__((always_inline)) void prefetch_events(const struct k
         if (pf_folio_ok(e, id)) __builtin_prefetch(&e->folios[id]);
     }
     r = &ring[(i + PF_LRU) & (PF_SLOT - 1)];
-    if (r->obj >= 0) {
+    if (r->obj >= 0 && !e->lists_deferred) {                 /* deferred: the links hold no list */
         folio_id id = e->objs[r->obj].folio[r->idx];
         if (pf_folio_ok(e, id)) {
             const struct folio *f = &e->folios[id];
@@ -138,6 +138,19 @@ static inline __attribute__((always_inline)) void prefetch_events(const struct k
             if (pf_folio_ok(e, f->next)) __builtin_prefetch(&e->folios[f->next]);
         }
     }
+}
+
+/* Events i.. that handle_pages may take together with event i (already checked): single-page
+ * events of its kind, task and vma, inside the vma, before the next timeline sample. */
+#define RUN_MAX 65536
+static int64_t single_page_run(const struct km_emu *e, int64_t i, int64_t n, const int64_t *t,
+        const int32_t *task, const uint8_t *op, const int32_t *map, const int64_t *page,
+        const int64_t *npages, const uint32_t *flags)
+{
+    int64_t vpages = e->vmas[map[i]].npages, end = n - i > RUN_MAX ? i + RUN_MAX : n, j = i + 1;
+    while (j < end && op[j] == op[i] && task[j] == task[i] && map[j] == map[i] && npages[j] == 1 &&
+           flags[j] == flags[i] && page[j] >= 0 && page[j] < vpages && t[j] < e->next_sample) j++;
+    return j;
 }
 
 int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task, const uint8_t *op,
@@ -173,6 +186,7 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             }
             ts->alive = 1;                        /* traces may omit PROC_START */
         }
+        if (op[i] != OP_READ && op[i] != OP_WRITE && op[i] != OP_PHASE) lists_sync(e);
         switch (op[i]) {
         case OP_PROC_START:
             ts->alive = 1; ts->oom_score_adj = (int)arg[i]; ts->pid = tk;
@@ -195,8 +209,19 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
         case OP_READ:
         case OP_WRITE:
             if ((ok = vma_ok(e, i, map[i], page[i], npages[i])) != 0) { if (ok < 0) return -1; break; }
-            handle_range(e, map[i], page[i], npages[i], op[i] == OP_READ ? FAULT_READ :
-                         (flags[i] & WRITE_F_ZERO) ? FAULT_WRITE_ZERO : FAULT_WRITE);
+            int write = op[i] == OP_READ ? FAULT_READ : (flags[i] & WRITE_F_ZERO) ? FAULT_WRITE_ZERO : FAULT_WRITE;
+            e->trace_range = 1;
+            int64_t j = e->policy->handle_pages && npages[i] == 1 ?
+                        single_page_run(e, i, n, t, task, op, map, page, npages, flags) : i + 1;
+            if (j > i + 1) {
+                e->policy->handle_pages(e, map[i], &page[i], j - i, write);
+                e->now = t[j - 1];
+                i = j - 1;
+                for (int k = 0; k < PF_SLOT; k++) ring[k].obj = -1;   /* its events are behind */
+            } else {
+                handle_range(e, map[i], page[i], npages[i], write);
+            }
+            e->trace_range = 0;
             break;
         case OP_MADVISE:
             if ((ok = vma_ok(e, i, map[i], page[i], npages[i])) != 0) { if (ok < 0) return -1; break; }
@@ -269,6 +294,7 @@ void km_file_page_states(struct km_emu *e, int32_t file, uint8_t *out)
  * sizes equal their counters, page-table and page-cache views agree, nothing negative. */
 int32_t km_check_invariants(struct km_emu *e)
 {
+    lists_sync(e);
     int64_t on_lists = 0, nr_listed = 0;
     for (int l = 0; l < NR_LRU_LISTS; l++) {
         int64_t pages = 0;
