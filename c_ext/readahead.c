@@ -184,7 +184,8 @@ void do_sync_mmap_readahead(struct km_emu *e, int32_t vi, int64_t pgoff)
     struct vma *v = &e->vmas[vi];
     int32_t obj = v->obj;
     struct file_ra_state *ra = &e->objs[obj].ra;
-    if (v->flags & VM_RAND_READ) return;
+    int exec = (v->flags & MAP_F_EXEC) != 0;
+    if ((v->flags & VM_RAND_READ) && !exec) return;     /* the exec case below is meant for random access */
     if (!ra->ra_pages) return;
     if (v->flags & VM_SEQ_READ) {
         page_cache_sync_ra(e, obj, pgoff, ra->ra_pages);
@@ -192,10 +193,20 @@ void do_sync_mmap_readahead(struct km_emu *e, int32_t vi, int64_t pgoff)
     }
     if (ra->mmap_miss < MMAP_LOTSAMISS * 10) ra->mmap_miss++;
     if (ra->mmap_miss > MMAP_LOTSAMISS) return;          /* misses much more than hits: stop */
-    /* mmap read-around */
-    ra->start = pgoff - ra->ra_pages / 2 > 0 ? pgoff - ra->ra_pages / 2 : 0;
-    ra->size = ra->ra_pages;
-    ra->async_size = ra->ra_pages / 4;
+    if (exec) {
+        /* Linux 6.17+ (3b61a3f08949, "allow arch to request folio size for exec memory"): code is
+         * read from the fault forward, ra_pages at most, never past the vma (no padding between
+         * sections), and with no async part. exec_folio_order() is 0 here (x86; arm64 asks for
+         * 64 KiB). */
+        int64_t end = v->pgoff + v->npages;
+        ra->start = pgoff > v->pgoff ? pgoff : v->pgoff;
+        ra->size = (ra->start + ra->ra_pages < end ? ra->start + ra->ra_pages : end) - ra->start;
+        ra->async_size = 0;
+    } else {                                              /* mmap read-around */
+        ra->start = pgoff - ra->ra_pages / 2 > 0 ? pgoff - ra->ra_pages / 2 : 0;
+        ra->size = ra->ra_pages;
+        ra->async_size = ra->ra_pages / 4;
+    }
     ra->order = 0;
     page_cache_ra_order(e, obj, ra->start, ra->size, ra->async_size, 0);
 }

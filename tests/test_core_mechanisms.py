@@ -588,3 +588,21 @@ def test_lru_order_survives_every_way_in(seed):
     resident = set(np.flatnonzero(res.page_states["/obj"] & 1).tolist())
     assert resident == set(d)
     assert res.summary["misses"] == misses          # read(2) counts its misses too (filemap_read)
+
+
+@pytest.mark.parametrize("exec_,advice,expect", [(True, None, 512), (False, None, 2048),
+                                                 (True, Advice.RANDOM, 512), (False, Advice.RANDOM, 1)])
+def test_do_sync_mmap_readahead_exec_reads_forward_within_the_vma(exec_, advice, expect):
+    # do_sync_mmap_readahead() (6.17+, "allow arch to request folio size for exec memory"): a fault
+    # on an executable mapping reads from the faulting page forward, ra_pages at most, and stops at
+    # the vma's end; MADV_RANDOM does not turn it off. A data mapping reads ra_pages (2048 here)
+    # centred on the fault, past the vma, and nothing around under MADV_RANDOM. The vma maps file
+    # pages 4096..5119; the fault is at 4608, so the exec window is 4608..5119.
+    t = T(file_pages=16384)
+    m = t.mmap(1024, flags=MapFlag.READ | (MapFlag.EXEC if exec_ else 0), pgoff=4096)
+    if advice is not None:
+        t.op(Op.MADVISE, m, 0, 1024, advice)
+    t.read(m, 512)
+    s = t.run(mem="1G", read_ahead_kb=8192).summary
+    assert s["file_pages_added"] == expect
+    assert s["pgmajfault"] == 1

@@ -41,7 +41,7 @@ def read_ahead_kb(path):
     pytest.skip("live test: cannot find read_ahead_kb for the test file's device")
 
 
-def live_folios(path, mode, tmp_path):
+def live_folios(path, mode, tmp_path, program=TOUCH):
     if not shutil.which("bpftrace"):
         pytest.fail("bpftrace missing: make setup installs it")
     ino = os.stat(path).st_ino
@@ -50,7 +50,7 @@ def live_folios(path, mode, tmp_path):
         f"tracepoint:filemap:mm_filemap_add_to_page_cache /args->i_ino == {ino}/ "
         "{ @folios = count(); @pages = sum(1 << args->order); }\n")
     touch = tmp_path / "touch.py"
-    touch.write_text(TOUCH)
+    touch.write_text(program)
     subprocess.run(["sync"], check=True)
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
@@ -87,6 +87,51 @@ def test_readahead_folios_match_the_kernel(tmp_path, mode):
     live = live_folios(str(path), mode, tmp_path)
     emu = emulated(mode, read_ahead_kb(str(path)))
     assert emu[1] == live[1] == PAGES
+    assert emu[0] == live[0]
+
+
+# One fault on a window of a file mapped as ld.so maps a library (MAP_PRIVATE), with and without
+# PROT_EXEC. do_sync_mmap_readahead(): a data mapping reads ra_pages around the fault, wherever the
+# vma ends; since 6.17 an executable one reads from the fault forward and stops at the vma's end.
+EXEC_TOUCH = textwrap.dedent("""
+    import mmap, os, sys
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    mode, rest = sys.argv[2].split(":", 1)
+    off, length, page = (int(x) for x in rest.split(":"))
+    prot = mmap.PROT_READ | (mmap.PROT_EXEC if mode == "exec" else 0)
+    m = mmap.mmap(fd, length, mmap.MAP_PRIVATE, prot, offset=off)
+    print(m[page * 4096])
+""")
+EXEC_FILE, EXEC_VMA, EXEC_LEN, EXEC_PAGE = 16384, 4096, 1024, 512   # pages: file, vma start, vma, fault
+
+
+def emulated_one_fault(exec_, ra_kb):
+    b = TraceBuilder("fault")
+    f = b.file("/lib", EXEC_FILE)
+    b.process(0, 1, "ld.so")
+    flags = MapFlag.READ | (MapFlag.EXEC if exec_ else 0)
+    m = b.mmap(1, 1, "lib", EXEC_LEN, file=f, pgoff=EXEC_VMA, flags=flags)
+    b.event(2, 1, Op.READ, m, EXEC_PAGE, 1)
+    s = Emulator(Config(mem="16G", read_ahead_kb=ra_kb, sample_ms=0)).replay(b.build()).summary
+    return s["file_folios_added"], s["file_pages_added"]
+
+
+@pytest.mark.parametrize("mode", ["exec", "data"])
+def test_exec_mapping_reads_forward_within_its_vma(tmp_path, mode):
+    if os.geteuid() != 0:
+        pytest.skip("live test: needs root (runs in CI)")
+    path = tmp_path / "lib.bin"
+    with open(path, "wb") as f:
+        f.write(np.random.default_rng(1).integers(0, 255, EXEC_FILE * 4096, dtype=np.uint8).tobytes())
+    ra_pages = read_ahead_kb(str(path)) // 4
+    arg = f"{mode}:{EXEC_VMA * 4096}:{EXEC_LEN * 4096}:{EXEC_PAGE}"
+    live = live_folios(str(path), arg, tmp_path, program=EXEC_TOUCH)
+    emu = emulated_one_fault(mode == "exec", read_ahead_kb(str(path)))
+    if mode == "exec":      # from the fault to the vma's end (ra_pages is larger here)
+        expect = min(ra_pages, EXEC_LEN - EXEC_PAGE)
+    else:                   # ra_pages centred on the fault, inside the file
+        expect = min(ra_pages, EXEC_FILE)
+    assert emu[1] == live[1] == expect
     assert emu[0] == live[0]
 
 
