@@ -73,6 +73,11 @@ def emulated(mode, ra_kb):
         b.event(1, 1, Op.FADVISE, -1, 0, PAGES, Advice.SEQUENTIAL, f)
     m = b.mmap(2, 1, "m", PAGES, file=f, flags=MapFlag.SHARED | MapFlag.READ)
     b.ranges(np.arange(3, 3 + PAGES), 1, Op.READ, m, np.arange(PAGES), 1)
+    return folios_added(b, ra_kb)
+
+
+def folios_added(b, ra_kb):
+    """Folios and pages the emulator adds to the page cache for trace builder b, memory ample."""
     s = Emulator(Config(mem="16G", read_ahead_kb=ra_kb, sample_ms=0)).replay(b.build()).summary
     return s["file_folios_added"], s["file_pages_added"]
 
@@ -112,8 +117,7 @@ def emulated_one_fault(exec_, ra_kb):
     flags = MapFlag.READ | (MapFlag.EXEC if exec_ else 0)
     m = b.mmap(1, 1, "lib", EXEC_LEN, file=f, pgoff=EXEC_VMA, flags=flags)
     b.event(2, 1, Op.READ, m, EXEC_PAGE, 1)
-    s = Emulator(Config(mem="16G", read_ahead_kb=ra_kb, sample_ms=0)).replay(b.build()).summary
-    return s["file_folios_added"], s["file_pages_added"]
+    return folios_added(b, ra_kb)
 
 
 @pytest.mark.parametrize("mode", ["exec", "data"])
