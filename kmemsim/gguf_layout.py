@@ -236,6 +236,8 @@ def read_layout(path, check_arch=True) -> ModelLayout:
         "n_expert_used": int(k("expert_used_count", 0) or 0),
         "n_ff_exp": int(k("expert_feed_forward_length", 0) or 0),
         "n_ctx_train": int(k("context_length", 0) or 0),
+        # llama_vocab's special BOS id (1, SPM's, when the file does not say)
+        "bos_token_id": int(kv.get("tokenizer.ggml.bos_token_id", 1)),
     }
     if hp["n_layer"] <= 0 or n_embd <= 0 or n_head <= 0:
         raise InputError(f"{path}: GGUF lacks {arch}.block_count/embedding_length/attention.head_count")

@@ -63,7 +63,13 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     s = lw.LlamaSession(model, b, pid=PID, ctx=ctx, batch=batch, ubatch=ubatch,
                         compute_buffer_bytes=compute)
     t = s.load(t + 1, start_process=False)
-    t = s.request(prompt, decode, t)
+    # the reference run's own prompt ids (their token_embd rows are what get_rows reads); the greedy
+    # decode's ids depend on the weights, so those stay the session's random draw
+    from .validate import reference_prompt
+    hp = s.hp
+    ids = reference_prompt(hp["n_vocab"], hp["bos_token_id"], prompt)
+    ids += s.rng.integers(259 if hp["n_vocab"] > 259 else 0, hp["n_vocab"], size=decode).tolist()
+    t = s.request(prompt, decode, t, tokens=ids)
     t = s.close(t, exit_process=False)
     # Process teardown, as the reference child ends (script end -> Py_FinalizeEx): clearing __main__
     # drops the Llama object, whose close() runs llama_free (ggml_backend_buffer_free: the compute,

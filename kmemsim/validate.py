@@ -11,6 +11,7 @@ The child writes what llama.cpp logged (buffer sizes) and its timings to a JSON 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -26,6 +27,13 @@ from .errors import InputError
 from .units import parse_size
 
 PAGE = 4096
+
+def reference_prompt(n_vocab, bos, n):
+    """The reference run's prompt: BOS, then n - 1 ids from the byte-token range upward, spread
+    deterministically over the vocabulary. The child runs this very function (its source is copied
+    into the child script), and predict feeds the same ids to the workload generator."""
+    return [bos] + [259 + (i * 7919) % max(1, n_vocab - 259) for i in range(n - 1)]
+
 
 # The child process. Standalone (imports only llama_cpp and the standard library) so the engine's
 # footprint is llama-cpp-python's, not kmemsim's. Modes: "run" (the reference run), "baseline" (import
@@ -91,8 +99,8 @@ t1 = time.monotonic()
 res["load_s"] = t1 - t0
 nv = llm.n_vocab()
 bos, eos = llm.token_bos(), llm.token_eos()
-# prompt: BOS then ids from the byte-token range upward, deterministic
-toks = [bos] + [259 + (i * 7919) % max(1, nv - 259) for i in range(N - 1)]
+#REFERENCE_PROMPT#
+toks = reference_prompt(nv, bos, N)
 t2 = time.monotonic()
 llm.eval(toks)
 t3 = time.monotonic()
@@ -136,7 +144,7 @@ def buffers_from_log(log: str) -> dict:
 def child_script(dirpath) -> str:
     p = os.path.join(dirpath, "kmemsim_reference_child.py")
     with open(p + ".tmp", "w") as f:
-        f.write(CHILD)
+        f.write(CHILD.replace("#REFERENCE_PROMPT#", inspect.getsource(reference_prompt)))
     os.replace(p + ".tmp", p)
     return p
 

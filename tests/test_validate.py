@@ -18,6 +18,7 @@ runs of the same configuration (storage reads of the 1.23 GiB model at 80%: 11,7
 Plus input checks of `kmemsim validate` / `kmemsim predict` (no root needed)."""
 import os
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -92,3 +93,30 @@ def test_parse_limits():
     assert V.rel_error(110, 100) == pytest.approx(0.10)
     assert V.within("storage_read_bytes", 109, 100) and not V.within("storage_read_bytes", 111, 100)
     assert V.within("swap_out_bytes", 0, 4096)          # no swapping on either side
+
+
+def test_prediction_reads_the_reference_prompts_rows(small_model, tmp_path):
+    # get_rows (ggml_compute_forward_get_rows) reads token_embd's row of each prompt token: the
+    # predicted prefill must read the rows of the reference run's own prompt ids, the ids the child
+    # script evaluates (reference_prompt's source is copied into it).
+    from kmemsim import predict as P, validate as V
+    from kmemsim.gguf_layout import read_layout
+    from kmemsim.trace import Op
+    src = open(V.child_script(str(tmp_path))).read()
+    assert "def reference_prompt(" in src and "toks = reference_prompt(nv, bos, N)" in src
+    tr, sess, _ = P.build_trace(small_model, 16, 0, 512)
+    L = read_layout(small_model)
+    emb = L.tensor("token_embd.weight")
+    ids = V.reference_prompt(L.hparams["n_vocab"], L.hparams["bos_token_id"], 16)
+    want = {p for i in ids for p in range((emb.data_offset + i * emb.row_bytes) // 4096,
+                                          (emb.data_offset + (i + 1) * emb.row_bytes - 1) // 4096 + 1)}
+    c = tr.cols
+    weights = next(m["id"] for m in tr.meta["maps"] if m["name"] == "weights (mmap)")
+    prefill = tr.meta["phases"].index("prefill ubatch 0")
+    start = int(np.flatnonzero((c["op"] == Op.PHASE) & (c["arg"] == prefill))[0])
+    reads = ((c["op"] == Op.READ) & (c["map"] == weights) & (np.arange(len(tr)) > start)
+             & (c["page"] >= emb.first_page) & (c["page"] < emb.end_page)
+             & (c["npages"] <= -(-emb.row_bytes // 4096) + 1))     # rows, not the tied output head
+    got = {int(p) for p, n in zip(c["page"][reads], c["npages"][reads]) for p in range(p, p + n)}
+    inner = set(range(emb.first_page + 1, emb.end_page - 1))     # its end pages are shared with neighbours
+    assert got & inner == want & inner and len(want & inner) >= 14
