@@ -3,9 +3,9 @@
 
 The trace is one process:
   1. the engine itself, before any model: the interpreter + llama-cpp-python's libraries. Measured once
-     per machine (validate.engine_baseline): page cache it brings in (charged to the cgroup; the mapped
-     part as a mapping read once, the rest as read(2)), and its anonymous memory, replaced by what the
-     model's metadata probe reports (validate.llama_probe: RssAnon after Llama() built with no_alloc,
+     per machine (validate.engine_baseline): page cache it brings in (charged to the cgroup; each
+     library it maps as a file of its own, faulted in once, the rest as read(2)), and its anonymous
+     memory, replaced by what the model's metadata probe reports (validate.llama_probe: RssAnon after Llama() built with no_alloc,
      i.e. plus llama.cpp's vocab/metadata heap and llama-cpp-python's objects);
   2. llama.cpp's load, context, prompt and decode steps (kmemsim.llama_workload), with the compute
      buffer sized as llama.cpp logs it.
@@ -40,7 +40,21 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     if engine:
         fpages = _pages(engine["file_bytes"])
         mapped = min(fpages, _pages(engine.get("rss_file_bytes", engine.get("mapped_file_bytes", 0))))
-        if fpages:
+        libs = [(name, int(n)) for name, n in engine.get("libraries", []) if int(n) > 0]
+        lib_pages = sum(n for _, n in libs)
+        if libs and lib_pages <= fpages:
+            # each library as ld.so brings it in: its own file, mapped and faulted in (one major fault
+            # and readahead per file, as after drop_caches), its resident share touched
+            share = min(1.0, mapped / lib_pages)
+            for name, n in libs:
+                f = b.file(f"<engine library: {name}>", n)
+                m = b.mmap(t, PID, f"engine library {name}", n, file=f, flags=MapFlag.SHARED | MapFlag.READ)
+                b.event(t, PID, Op.READ, m, 0, max(1, int(n * share)))
+            rest = fpages - lib_pages
+            if rest:                   # .pyc files and other reads: read(2)
+                f = b.file("<engine: files read, not mapped>", rest)
+                b.event(t, PID, Op.FREAD, -1, 0, rest, 0, f)
+        elif fpages:                   # a baseline without the per-library record: one pseudo-file
             f = b.file("<engine: interpreter + llama-cpp-python libraries>", fpages)
             if mapped:
                 m = b.mmap(t, PID, "engine libraries (mapped)", mapped, file=f, flags=MapFlag.SHARED | MapFlag.READ)

@@ -277,12 +277,15 @@ def engine_baseline(refresh=False) -> dict:
     """The interpreter + llama-cpp-python footprint before any model: the reference child imports
     llama_cpp and stops, under the recorder, page cache dropped first, no limit. Measured once per
     machine (cached in ~/.cache/kmemsim/engine-baseline.json): anon pages (RssAnon), page cache charged
-    to the cgroup (memcg cache: the libraries and .pyc files read, readahead included) and the part of
-    it mapped (memcg mapped_file)."""
+    to the cgroup (memcg cache: the libraries and .pyc files read, readahead included), the part of
+    it mapped (memcg mapped_file), and per file mapped (the recorder's filemap records) the pages it
+    added: `libraries`, [name, pages] each."""
     path = os.path.join(_cache_dir(), "engine-baseline.json")
     if os.path.exists(path) and not refresh:
         with open(path) as f:
-            return json.load(f)
+            res = json.load(f)
+        if "libraries" in res or os.geteuid() != 0:
+            return res                   # (a cache from before the per-library record: measured again)
     from .recorder import run_command, require_root
     require_root()
     with tempfile.TemporaryDirectory(prefix="kmemsim-baseline-") as d:
@@ -296,7 +299,13 @@ def engine_baseline(refresh=False) -> dict:
             child = json.load(f)
         # the last tick with the process alive: the largest charge
         i = int(np.argmax((s["memcg_total_cache"] + s["memcg_total_rss"]).to_numpy()))
+        with open(os.path.join(d, "run", "summary.json")) as f:
+            files = json.load(f).get("files", {})
         res = {"file_bytes": int(s["memcg_total_cache"].iloc[i]),
+               # the files the engine mapped (libraries, extension modules) and the pages of each it
+               # brought into the page cache: each is faulted in on its own, readahead per file
+               "libraries": [[os.path.basename(k), int(v["pages_added"])] for k, v in sorted(files.items())
+                             if v.get("filemap_faults", 0) > 0 and v.get("pages_added", 0) > 0],
                "mapped_file_bytes": int(s["memcg_total_mapped_file"].iloc[i]),
                "anon_bytes": int(child["status"]["RssAnon"]),
                "rss_file_bytes": int(child["status"]["RssFile"]),
