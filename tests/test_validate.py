@@ -72,6 +72,7 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     for m in metrics:
         r = rows.loc[m]
         assert V.within(m, r.predicted, r.measured), (m, r.predicted, r.measured, r.rel_error)
+        assert r.predicted_lo <= r.predicted <= r.predicted_hi      # the band holds the prediction
 
 
 def test_validate_rejects_bad_input(small_model, tmp_path):
