@@ -63,10 +63,11 @@ if len(sys.argv) > 10:
 
 
 def child_source() -> str:
-    from .validate import CHILD
-    if CHILD.count(_ANCHOR) != 1:
+    from .validate import reference_child_source
+    src = reference_child_source()
+    if src.count(_ANCHOR) != 1:
         raise RuntimeError("kmemsim.validate.CHILD changed: cannot place the IS gate after Llama()")
-    return CHILD.replace(_ANCHOR, _ANCHOR + _GATE)
+    return src.replace(_ANCHOR, _ANCHOR + _GATE)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -141,10 +141,15 @@ def buffers_from_log(log: str) -> dict:
     return out
 
 
+def reference_child_source() -> str:
+    """The child script's text: CHILD with reference_prompt's source in place."""
+    return CHILD.replace("#REFERENCE_PROMPT#", inspect.getsource(reference_prompt))
+
+
 def child_script(dirpath) -> str:
     p = os.path.join(dirpath, "kmemsim_reference_child.py")
     with open(p + ".tmp", "w") as f:
-        f.write(CHILD.replace("#REFERENCE_PROMPT#", inspect.getsource(reference_prompt)))
+        f.write(reference_child_source())
     os.replace(p + ".tmp", p)
     return p
 
