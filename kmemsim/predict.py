@@ -5,8 +5,9 @@ The trace is one process:
   1. the engine itself, before any model: the interpreter + llama-cpp-python's libraries. Measured once
      per machine (validate.engine_baseline): page cache it brings in (charged to the cgroup; each
      library it maps as a file of its own, faulted in once, the rest as read(2)), and its anonymous
-     memory, replaced by what the model's metadata probe reports (validate.llama_probe: RssAnon after Llama() built with no_alloc,
-     i.e. plus llama.cpp's vocab/metadata heap and llama-cpp-python's objects);
+     memory, replaced by what the model's metadata probe reports (validate.llama_probe: RssAnon after
+     Llama() built with no_alloc, i.e. plus llama.cpp's vocab/metadata heap and llama-cpp-python's
+     objects);
   2. llama.cpp's load, context, prompt and decode steps (kmemsim.llama_workload), with the compute
      buffer sized as llama.cpp logs it.
 Nothing here is fitted to a run: the same two measurements feed every model and every limit.

@@ -28,6 +28,7 @@ from .units import parse_size
 
 PAGE = 4096
 
+
 def reference_prompt(n_vocab, bos, n):
     """The reference run's prompt: BOS, then n - 1 ids from the byte-token range upward, spread
     deterministically over the vocabulary. The child runs this very function (its source is copied
@@ -289,8 +290,9 @@ def engine_baseline(refresh=False) -> dict:
     if os.path.exists(path) and not refresh:
         with open(path) as f:
             res = json.load(f)
+        # a cache from before the per-library record is measured again (as root; else kept as is)
         if "libraries" in res or os.geteuid() != 0:
-            return res                   # (a cache from before the per-library record: measured again)
+            return res
     from .recorder import run_command, require_root
     require_root()
     with tempfile.TemporaryDirectory(prefix="kmemsim-baseline-") as d:
