@@ -18,6 +18,8 @@ struct km_config {
     int32_t max_folio_order;      /* mapping_max_folio_order(); 0 = order-0 page cache only */
     int32_t lmk;                  /* 1: lmkd kills by oom_score_adj at the min watermark; 0: OOM killer */
     int32_t swap_zeromap;         /* 1 (Linux 6.12+): zero pages swap out to a bitmap, never to zram */
+    int32_t exec_folio_order;     /* Linux 6.17+: exec faults read forward within the vma in folios of
+                                   * this order (x86 0, arm64 4); -1: before, read around like data */
     int64_t sample_ns;            /* timeline sampling interval in trace time; 0 = phases only */
     char policy[32];
     int64_t policy_param;         /* policy-specific strength (e.g. DW rotations) */

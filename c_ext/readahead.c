@@ -184,7 +184,7 @@ void do_sync_mmap_readahead(struct km_emu *e, int32_t vi, int64_t pgoff)
     struct vma *v = &e->vmas[vi];
     int32_t obj = v->obj;
     struct file_ra_state *ra = &e->objs[obj].ra;
-    int exec = (v->flags & MAP_F_EXEC) != 0;
+    int exec = (v->flags & MAP_F_EXEC) && e->cfg.exec_folio_order >= 0;
     if ((v->flags & VM_RAND_READ) && !exec) return;     /* the exec case below is meant for random access */
     if (!ra->ra_pages) return;
     if (v->flags & VM_SEQ_READ) {
@@ -195,20 +195,24 @@ void do_sync_mmap_readahead(struct km_emu *e, int32_t vi, int64_t pgoff)
     if (ra->mmap_miss > MMAP_LOTSAMISS) return;          /* misses much more than hits: stop */
     if (exec) {
         /* Linux 6.17+ (3b61a3f08949, "allow arch to request folio size for exec memory"): code is
-         * read from the fault forward, ra_pages at most, never past the vma (no padding between
-         * sections), and with no async part. exec_folio_order() is 0 here (x86; arm64 asks for
-         * 64 KiB). */
-        int64_t end = v->pgoff + v->npages;
-        ra->start = pgoff > v->pgoff ? pgoff : v->pgoff;
-        ra->size = (ra->start + ra->ra_pages < end ? ra->start + ra->ra_pages : end) - ra->start;
+         * read from the fault forward, ra_pages at most, in folios of exec_folio_order() (x86 0,
+         * arm64 64 KiB), never past the vma (no padding between sections), with no async part. */
+        int64_t align = 1LL << e->cfg.exec_folio_order, end = v->pgoff + v->npages;
+        int64_t start = pgoff & ~(align - 1), ra_end;
+        if (start < v->pgoff) start = v->pgoff;
+        ra_end = (start + ra->ra_pages + align - 1) & ~(align - 1);
+        if (ra_end > end) ra_end = end;
+        ra->start = start;
+        ra->size = ra_end - start;
         ra->async_size = 0;
+        ra->order = e->cfg.exec_folio_order;
     } else {                                              /* mmap read-around */
         ra->start = pgoff - ra->ra_pages / 2 > 0 ? pgoff - ra->ra_pages / 2 : 0;
         ra->size = ra->ra_pages;
         ra->async_size = ra->ra_pages / 4;
+        ra->order = 0;
     }
-    ra->order = 0;
-    page_cache_ra_order(e, obj, ra->start, ra->size, ra->async_size, 0);
+    page_cache_ra_order(e, obj, ra->start, ra->size, ra->async_size, ra->order);
 }
 
 /* do_async_mmap_readahead(): a minor fault on a cached folio; a PG_readahead one pushes on. */

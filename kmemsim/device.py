@@ -19,7 +19,7 @@ from .units import parse_size
 DEVICES_DIR = Path(__file__).resolve().parent.parent / "workloads" / "devices"
 CONFIG_KEYS = ("read_ahead_kb", "max_sectors_kb", "fault_around_bytes", "prefault_young", "swappiness",
                "zram", "lmk", "min_free_kbytes", "watermark_scale_factor", "max_folio_order",
-               "swap_zeromap")
+               "swap_zeromap", "exec_folio_order")
 ALGOS = ("lz4", "zstd", "lzo", "lzo-rle")
 
 

@@ -67,6 +67,8 @@ class Config:
     max_folio_order: int = 9                # ext4 large folios (6.16+) up to PMD order
     lmk: bool = False
     swap_zeromap: bool = True               # Linux 6.12+: zero pages swap to a bitmap (swpout_zero), not zram
+    exec_folio_order: int = 0               # Linux 6.17+: exec faults read forward in the vma, folios of
+                                            # this order (x86 0, arm64 4); -1: older kernels read around
     sample_ms: float = 10.0
 
     def to_c(self, ffi):
@@ -103,6 +105,9 @@ class Config:
         c.max_folio_order = int(self.max_folio_order)
         c.lmk = int(bool(self.lmk))
         c.swap_zeromap = int(bool(self.swap_zeromap))
+        if not -1 <= int(self.exec_folio_order) <= 9:
+            raise InputError(f"exec_folio_order {self.exec_folio_order} is outside -1..9")
+        c.exec_folio_order = int(self.exec_folio_order)
         c.sample_ns = int(self.sample_ms * 1e6)
         c.policy = self.policy.encode()
         c.policy_param = int(self.policy_param)

@@ -590,19 +590,24 @@ def test_lru_order_survives_every_way_in(seed):
     assert res.summary["misses"] == misses          # read(2) counts its misses too (filemap_read)
 
 
-@pytest.mark.parametrize("exec_,advice,expect", [(True, None, 512), (False, None, 2048),
-                                                 (True, Advice.RANDOM, 512), (False, Advice.RANDOM, 1)])
-def test_do_sync_mmap_readahead_exec_reads_forward_within_the_vma(exec_, advice, expect):
+@pytest.mark.parametrize("exec_,order,advice,expect,folios", [
+    (True, 0, None, 509, 509), (False, 0, None, 2048, None), (True, 0, Advice.RANDOM, 509, 509),
+    (False, 0, Advice.RANDOM, 1, 1), (True, 4, None, 512, 32), (True, -1, None, 2048, None)])
+def test_do_sync_mmap_readahead_exec_reads_forward_within_the_vma(exec_, order, advice, expect, folios):
     # do_sync_mmap_readahead() (6.17+, "allow arch to request folio size for exec memory"): a fault
-    # on an executable mapping reads from the faulting page forward, ra_pages at most, and stops at
-    # the vma's end; MADV_RANDOM does not turn it off. A data mapping reads ra_pages (2048 here)
-    # centred on the fault, past the vma, and nothing around under MADV_RANDOM. The vma maps file
-    # pages 4096..5119; the fault is at 4608, so the exec window is 4608..5119.
+    # on an executable mapping reads from the faulting page forward, ra_pages at most, in folios of
+    # exec_folio_order() (x86 0; arm64 4: the start rounded down to 64 KiB), and stops at the vma's
+    # end; MADV_RANDOM does not turn it off. A data mapping, or any mapping before 6.17 (order -1),
+    # reads ra_pages (2048 here) centred on the fault, past the vma, and nothing around under
+    # MADV_RANDOM. The vma maps file pages 4096..5119; the fault is at 4611: the x86 exec window is
+    # 4611..5119, arm64's 4608..5119.
     t = T(file_pages=16384)
     m = t.mmap(1024, flags=MapFlag.READ | (MapFlag.EXEC if exec_ else 0), pgoff=4096)
     if advice is not None:
         t.op(Op.MADVISE, m, 0, 1024, advice)
-    t.read(m, 512)
-    s = t.run(mem="1G", read_ahead_kb=8192).summary
+    t.read(m, 515)
+    s = t.run(mem="1G", read_ahead_kb=8192, max_folio_order=9, exec_folio_order=order).summary
     assert s["file_pages_added"] == expect
+    if folios is not None:
+        assert s["file_folios_added"] == folios
     assert s["pgmajfault"] == 1
