@@ -26,6 +26,23 @@ static void lru_accessed(struct km_emu *e, folio_id id)
     lruvec_add_folio(e, id, LRU_INACTIVE_FILE);
 }
 
+/* Drop a folio taken off the list: unmap it everywhere, free it (no shadow: plain LRU keeps no
+ * history). */
+static void lru_evict(struct km_emu *e, folio_id id)
+{
+    struct folio *f = &e->folios[id];
+    struct object *o = &e->objs[f->obj];
+    for (int i = 0; i < o->nvmas; i++) {
+        struct vma *v = &e->vmas[o->vmas[i]];
+        int64_t p = o->kind == OBJ_FILE ? vma_pte_index(v, f->index) : f->index;
+        if (v->alive && p >= 0 && (v->pte[p] & PTE_PRESENT)) { v->pte[p] = 0; e->tasks[v->task].rss--; }
+    }
+    o->folio[f->index] = -1;
+    o->nr_resident--;
+    if (o->kind == OBJ_FILE) { o->pages_deleted++; count(e, VM_file_pages_deleted, 1); }
+    folio_free(e, id);
+}
+
 static int64_t lru_reclaim(struct km_emu *e, int64_t nr, int who)
 {
     (void)who;
@@ -37,15 +54,8 @@ static int64_t lru_reclaim(struct km_emu *e, int64_t nr, int who)
         struct folio *f = &e->folios[id];
         int n = folio_nr_pages(f);
         lruvec_del_folio(e, id);
-        if (f->flags & PG_swapbacked) {
-            struct vma *v = &e->vmas[e->objs[f->obj].vmas[0]];
-            if (v->pte[f->index] & PTE_PRESENT) { v->pte[f->index] = 0; e->tasks[v->task].rss--; }
-            e->objs[f->obj].folio[f->index] = -1;
-            e->objs[f->obj].nr_resident--;
-            folio_free(e, id);
-        } else {
-            folio_evict(e, id);
-        }
+        if (f->flags & PG_swapbacked) lru_evict(e, id);     /* anon: dropped like a clean page */
+        else folio_evict(e, id);
         freed += n;
     }
     return freed;
@@ -166,23 +176,6 @@ static folio_id lru_fifo_pop_tail(struct km_emu *e, struct lru_fifo *q)
         if (lru_ref_live(e, r)) return r.id;
     }
     return -1;
-}
-
-/* Drop a folio taken off the list: unmap it everywhere, free it (no shadow: plain LRU keeps no
- * history). */
-static void lru_evict(struct km_emu *e, folio_id id)
-{
-    struct folio *f = &e->folios[id];
-    struct object *o = &e->objs[f->obj];
-    for (int i = 0; i < o->nvmas; i++) {
-        struct vma *v = &e->vmas[o->vmas[i]];
-        int64_t p = o->kind == OBJ_FILE ? vma_pte_index(v, f->index) : f->index;
-        if (v->alive && p >= 0 && (v->pte[p] & PTE_PRESENT)) { v->pte[p] = 0; e->tasks[v->task].rss--; }
-    }
-    o->folio[f->index] = -1;
-    o->nr_resident--;
-    if (o->kind == OBJ_FILE) { o->pages_deleted++; count(e, VM_file_pages_deleted, 1); }
-    folio_free(e, id);
 }
 
 /* What one range or run of references works on, set up once. */
