@@ -16,6 +16,7 @@ import numpy as np
 
 from .errors import InputError
 from .gguf_layout import read_layout
+from .llama_workload import random_token_ids
 
 GGML_MAX_DIMS, GGML_MAX_SRC, GGML_MAX_OP_PARAMS, GGML_MAX_NAME = 4, 10, 64, 64
 
@@ -129,7 +130,7 @@ def record(model_path, prompt=8, decode=4, ctx=512, batch=512, ubatch=512, kv_ty
         vocab = llama_cpp.llama_model_get_vocab(model)
         n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
         rng = np.random.default_rng(seed)
-        toks = [int(x) for x in rng.integers(259 if n_vocab > 259 else 0, n_vocab, size=prompt)]
+        toks = [int(x) for x in random_token_ids(rng, n_vocab, prompt)]
         n_out = []
         # one llama_decode call per n_batch tokens (the caller's batching); llama.cpp splits ubatches
         for i in range(0, prompt, cp.n_batch):

@@ -126,6 +126,12 @@ def _is_matmul_weight(t: TensorInfo) -> bool:
             and "norm" not in n and "ffn_gate_inp" not in n)
 
 
+
+def random_token_ids(rng, n_vocab, n):
+    """n token ids drawn uniformly above the 259 byte and special tokens (from 0 in a vocabulary that
+    small): a prompt nobody wrote, or a greedy decode whose ids depend on the weights."""
+    return rng.integers(259 if n_vocab > 259 else 0, n_vocab, size=n)
+
 class LlamaSession:
     """One llama.cpp process: a model loaded once, a context (KV cache), and requests on it.
 
@@ -620,9 +626,8 @@ class LlamaSession:
         ubatches of n_ubatch (llama_batch_allocr / split_simple), then `decode` single-token steps (one
         token per sequence); returns the end time. Sessions that keep their KV cache between requests
         pass n_past."""
-        V = self.hp["n_vocab"]
         if tokens is None:
-            tokens = self.rng.integers(259 if V > 259 else 0, V, size=new + decode)
+            tokens = random_token_ids(self.rng, self.hp["n_vocab"], new + decode)
         tokens = np.asarray(tokens, np.int64)
         if len(tokens) < new + decode:
             raise InputError(f"{len(tokens)} token ids given, need prompt + decode = {new + decode}")

@@ -83,7 +83,7 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     from .validate import reference_prompt
     hp = s.hp
     ids = reference_prompt(hp["n_vocab"], hp["bos_token_id"], prompt)
-    ids += s.rng.integers(259 if hp["n_vocab"] > 259 else 0, hp["n_vocab"], size=decode).tolist()
+    ids += lw.random_token_ids(s.rng, hp["n_vocab"], decode).tolist()
     t = s.request(prompt, decode, t, tokens=ids)
     t = s.close(t, exit_process=False)
     # Process teardown, as the reference child ends (script end -> Py_FinalizeEx): clearing __main__
