@@ -84,6 +84,22 @@ def _runs(starts, ends):
     return ps[idx], pe[last] - ps[idx]
 
 
+@dataclass
+class HostSet:
+    """The pages the program hosting llama.cpp (the interpreter, llama-cpp-python, the libraries'
+    code) touches around each llama_decode call, measured on the live kernel without a limit
+    (kmemsim.validate.engine_warm_set). Kept referenced every step, reclaim activates them
+    (folio_check_references: anon -> activate, VM_EXEC file -> activate).
+      heap, heap_pages: the host's anonymous mapping and its size;
+      anon: per kind ("prompt", "decode"), the anonymous pages one call references, llama.cpp's own
+        buffers included: the session touches in `heap` only what its buffers do not account for;
+      files: per kind, [(map, pages)]: the pages of each library mapping touched."""
+    heap: int
+    heap_pages: int
+    anon: dict
+    files: dict
+
+
 class _Layer:
     __slots__ = ("attn", "ffn", "router", "exps", "post")
 
@@ -141,11 +157,13 @@ class LlamaSession:
     def __init__(self, model, builder: TraceBuilder, pid=1000, name="llama", ctx=4096, batch=512,
                  ubatch=512, kv_type="f16", load_mode="mmap", prefetch=True, seqs=1, flash_attn=None,
                  repack="auto", moe_routing="uniform", seed=0, time_model=None, kv_max_runs=64,
-                 compute_buffer_bytes=None):
+                 compute_buffer_bytes=None, host: HostSet | None = None):
         self.L = layout_of(model)
         # the compute buffer's size as llama.cpp reports it ("CPU compute buffer size"), when known;
         # the pages a ubatch touches are still estimated (_compute_bytes), capped by it
         self.compute_buffer_bytes = compute_buffer_bytes
+        self.host = host
+        self._anon_maps = set()
         self.hp = self.L.hparams
         self.b = builder
         self.pid = int(pid)
@@ -302,7 +320,37 @@ class LlamaSession:
 
     def _mmap(self, t, name, npages, **kw):
         self._flush()
-        return self.b.mmap(t, self.pid, name, npages, **kw)
+        m = self.b.mmap(t, self.pid, name, npages, **kw)
+        if kw.get("file", -1) < 0:
+            self._anon_maps.add(m)
+        return m
+
+    def _anon_pages_touched(self):
+        """Distinct pages of the session's anonymous buffers accessed by the events collected since
+        the last phase mark (one ubatch's)."""
+        self._scalars_to_chunk()
+        if not self._chunks:
+            return 0
+        op, m, a, n = (np.concatenate([c[i] for c in self._chunks]) for i in (2, 3, 4, 5))
+        sel = np.isin(m, list(self._anon_maps)) & ((op == Op.READ) | (op == Op.WRITE))
+        total = 0
+        for mm in np.unique(m[sel]):
+            k = sel & (m == mm)
+            o = np.argsort(a[k], kind="stable")
+            s_, e_ = a[k][o], (a[k] + n[k])[o]
+            reach = np.concatenate([s_[:1], np.maximum.accumulate(e_)[:-1]])
+            total += int(np.maximum(0, e_ - np.maximum(s_, reach)).sum())
+        return total
+
+    def _host_touch(self, t, kind):
+        """The host program's pages around this llama_decode call (HostSet): its anonymous pages
+        beyond those of llama.cpp's buffers this ubatch touched, then its libraries' pages."""
+        h = self.host
+        extra = min(h.heap_pages, h.anon.get(kind, 0) - self._anon_pages_touched())
+        if extra > 0:
+            self._acc(t, Op.WRITE, h.heap, 0, extra * P)
+        for m, n in h.files.get(kind, ()):
+            self._acc(t, Op.READ, m, 0, n * P)
 
     def _phase(self, t, name):
         self._flush()
@@ -507,6 +555,8 @@ class LlamaSession:
         ob = 4 * hp["n_vocab"] * n_out
         self._acc(int(tm_.t), Op.WRITE, self.m_out, 0, ob)
         self._acc(int(tm_.t), Op.READ, self.m_out, 0, ob)
+        if self.host:
+            self._host_touch(int(tm_.t), "decode" if phase.startswith("decode") else "prompt")
         self.n_ubatches += 1
         return int(np.ceil(max(t + dur, tm_.t)))
 
@@ -617,6 +667,7 @@ class LlamaSession:
         s._plan_buffers()
         for a in ("fid", "m_file", "m_repack", "m_cpu", "m_read"):
             setattr(s, a, getattr(self, a, -1))
+        s._anon_maps |= self._anon_maps
         s._create_context(t)
         s.loaded = True
         return s

@@ -31,13 +31,15 @@ def _pages(nbytes):
     return -(-int(nbytes) // PAGE_SIZE)
 
 
-def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, engine=None, probe=None):
-    """The predicted trace and the LlamaSession that generated its llama.cpp part."""
+def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, engine=None, probe=None,
+                warm=None):
+    """The predicted trace and the LlamaSession that generated its llama.cpp part. `warm`: the
+    engine's warm set per llama_decode call (validate.engine_warm_set)."""
     b = TraceBuilder(source="kmemsim predict")
     t = 0
     b.process(t, PID, "python3 (llama-cpp-python)")
     notes = []
-    heap, apages = -1, 0
+    heap, apages, libmaps = -1, 0, {}
     if engine:
         fpages = _pages(engine["file_bytes"])
         mapped = min(fpages, _pages(engine.get("rss_file_bytes", engine.get("mapped_file_bytes", 0))))
@@ -47,10 +49,20 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
             # each library as ld.so brings it in: its own file, mapped and faulted in (one major fault
             # and readahead per file, as after drop_caches), its resident share touched
             share = min(1.0, mapped / lib_pages)
+            rss = engine.get("library_rss", {})
             for name, n in libs:
                 f = b.file(f"<engine library: {name}>", n)
-                m = b.mmap(t, PID, f"engine library {name}", n, file=f, flags=MapFlag.SHARED | MapFlag.READ)
-                b.event(t, PID, Op.READ, m, 0, max(1, int(n * share)))
+                # ld.so maps a library's text PROT_EXEC (VM_EXEC: reclaim activates it when referenced)
+                # and its rodata/relro without: two mappings of the file, split as its resident pages are
+                x, o = rss.get(name, (0, 0))
+                nx = round(n * x / (x + o)) if x + o else 0
+                libmaps[name] = {}
+                for kind, off, cnt, fl in (("files", 0, n - nx, 0), ("exec", n - nx, nx, MapFlag.EXEC)):
+                    if cnt > 0:
+                        m = b.mmap(t, PID, f"engine library {name} ({'text' if fl else 'data'})", cnt, file=f,
+                                   pgoff=off, flags=MapFlag.SHARED | MapFlag.READ | fl)
+                        b.event(t, PID, Op.READ, m, 0, max(1, int(cnt * share)))
+                        libmaps[name][kind] = (m, cnt)
             rest = fpages - lib_pages
             if rest:                   # .pyc files and other reads: read(2)
                 f = b.file("<engine: files read, not mapped>", rest)
@@ -74,9 +86,26 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     compute = None
     if probe:
         compute = probe["buffers"].get("CPU compute")
+    host = None
+    if warm and heap >= 0:
+        # what the engine touches around every llama_decode call: its heap beyond llama.cpp's own
+        # buffers, and the pages of each library it maps (those of libraries loaded before, such as
+        # libc, are charged elsewhere and not in this trace)
+        def touches(w):
+            out = []
+            for part in ("exec", "files"):
+                for nm, n in sorted(w.get(part, {}).items()):
+                    maps = libmaps.get(nm, {})
+                    m = maps.get(part) or next(iter(maps.values()), None)
+                    if m and int(n) > 0:
+                        out.append((m[0], min(int(n), m[1])))
+            return out
+        kinds = ("prompt", "decode")
+        host = lw.HostSet(heap, apages, {k: int(warm[k]["anon"]) for k in kinds},
+                          {k: touches(warm[k]) for k in kinds})
     first_map = b._next_map
     s = lw.LlamaSession(model, b, pid=PID, ctx=ctx, batch=batch, ubatch=ubatch,
-                        compute_buffer_bytes=compute)
+                        compute_buffer_bytes=compute, host=host)
     t = s.load(t + 1, start_process=False)
     # the reference run's own prompt ids (their token_embd rows are what get_rows reads); the greedy
     # decode's ids depend on the weights, so those stay the session's random draw
@@ -121,7 +150,7 @@ def _alive_maps(b, pid, first):
 
 
 def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, threads=2, zram="lz4:4G",
-            swappiness=60, policy="stock", engine=None, probe=None, keep_result=False) -> dict:
+            swappiness=60, policy="stock", engine=None, probe=None, warm=None, keep_result=False) -> dict:
     """Predicted metrics of the reference run (keys as in METRICS) plus the configuration."""
     from . import validate as V
     if not os.path.isfile(model):
@@ -138,7 +167,9 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
             engine = V.engine_baseline()
     if probe is None:
         probe = V.llama_probe(model, ctx, batch, ubatch, threads)
-    tr, sess, n = build_trace(model, prompt, decode, ctx, batch, ubatch, threads, engine, probe)
+    if warm is None and engine:
+        warm = V.engine_warm_set(model, prompt, ctx, batch, ubatch, threads)
+    tr, sess, n = build_trace(model, prompt, decode, ctx, batch, ubatch, threads, engine, probe, warm)
     notes += n
     cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0)
     # one replay of the phase-split copy (kmemsim.timing.split_phases only inserts PHASE marks, so
@@ -173,8 +204,12 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
                      "swappiness": int(swappiness), "policy": policy,
                      "engine_file_bytes": (engine or {}).get("file_bytes"),
                      "engine_anon_bytes": probe.get("anon_bytes"),
-                     "llama_buffers": probe.get("buffers"), "repack_bytes": sess.repack_bytes,
-                     "kv_bytes": sess.kv_bytes}
+                     "llama_buffers": probe.get("buffers"),
+                     "engine_warm_pages": {k: {"anon": warm[k]["anon"],
+                                               "exec": sum(warm[k].get("exec", {}).values()),
+                                               "files": sum(warm[k]["files"].values())}
+                                           for k in ("prompt", "decode")} if warm else None,
+                     "repack_bytes": sess.repack_bytes, "kv_bytes": sess.kv_bytes}
     out["notes"] = notes
     if keep_result:
         out["_result"] = r

@@ -39,7 +39,9 @@ def reference_prompt(n_vocab, bos, n):
 # The child process. Standalone (imports only llama_cpp and the standard library) so the engine's
 # footprint is llama-cpp-python's, not kmemsim's. Modes: "run" (the reference run), "baseline" (import
 # llama_cpp and stop: the interpreter + libraries footprint), "probe" (load metadata only with
-# no_alloc and create the context: llama.cpp's own buffer sizes, no weight is read).
+# no_alloc and create the context: llama.cpp's own buffer sizes, no weight is read), "warm" (the
+# reference run, stopping before the prompt, each decode step and the end for the parent to clear and
+# read the pages' referenced bits: engine_warm_set).
 CHILD = r'''
 import ctypes, json, os, sys, time
 mode, out = sys.argv[1], sys.argv[2]
@@ -69,6 +71,17 @@ def write():
     os.replace(out + ".tmp", out)
 if mode == "baseline":
     res["status"] = status()
+    # per file mapped: resident pages in executable mappings (text) and in the others (rodata, relro)
+    import re
+    res["file_rss"], cur = {}, None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            m = re.match(r"^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ (\d+)\s*(.*)$", line)
+            if m:
+                cur = (os.path.basename(m.group(3)), "x" in m.group(1)) if int(m.group(2)) else None
+            elif cur and line.startswith("Rss:"):
+                r = res["file_rss"].setdefault(cur[0], [0, 0])
+                r[0 if cur[1] else 1] += int(line.split()[1]) // 4
     write()
     sys.exit(0)
 model, N, M, C, B, U, T = sys.argv[3], *map(int, sys.argv[4:10])
@@ -102,21 +115,28 @@ nv = llm.n_vocab()
 bos, eos = llm.token_bos(), llm.token_eos()
 #REFERENCE_PROMPT#
 toks = reference_prompt(nv, bos, N)
+import numpy as np
+def mark(tag):
+    if mode == "warm":               # tell the parent, wait for its go
+        print("KMEMSIM", tag, flush=True)
+        sys.stdin.readline()
+mark("prompt")
 t2 = time.monotonic()
 llm.eval(toks)
 t3 = time.monotonic()
 res["ttft_s"] = t3 - t2
 steps, gen = [], []
-import numpy as np
 for j in range(M):
+    mark("decode")
     a = time.monotonic()
-    # llama-cpp-python 0.3.36's eval() no longer copies logits (logits_all=False): read llama.cpp's
+    # llama-cpp-python 0.3.36's eval() no longer copies logits (logits_all=False): read llama.cpp's buffer
     logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(nv,)).copy()
     logits[eos] = -np.inf
     tok = int(np.argmax(logits))
     llm.eval([tok])
     steps.append(time.monotonic() - a)
     gen.append(tok)
+mark("end")
 res["decode_steps_s"] = steps
 res["tpot_s"] = float(np.median(steps)) if steps else None
 res["tokens"] = gen
@@ -290,8 +310,8 @@ def engine_baseline(refresh=False) -> dict:
     if os.path.exists(path) and not refresh:
         with open(path) as f:
             res = json.load(f)
-        # a cache from before the per-library record is measured again (as root; else kept as is)
-        if "libraries" in res or os.geteuid() != 0:
+        # a cache from before the per-library records is measured again (as root; else kept as is)
+        if "library_rss" in res or os.geteuid() != 0:
             return res
     from .recorder import run_command, require_root
     require_root()
@@ -313,6 +333,8 @@ def engine_baseline(refresh=False) -> dict:
                # brought into the page cache: each is faulted in on its own, readahead per file
                "libraries": [[os.path.basename(k), int(v["pages_added"])] for k, v in sorted(files.items())
                              if v.get("filemap_faults", 0) > 0 and v.get("pages_added", 0) > 0],
+               # per library, its resident pages in executable mappings and in the others
+               "library_rss": child.get("file_rss", {}),
                "mapped_file_bytes": int(s["memcg_total_mapped_file"].iloc[i]),
                "anon_bytes": int(child["status"]["RssAnon"]),
                "rss_file_bytes": int(child["status"]["RssFile"]),
@@ -348,6 +370,91 @@ def llama_probe(model, ctx, batch=512, ubatch=512, threads=2) -> dict:
         raise InputError(f"llama.cpp could not create a context for {model}: {r.get('error')}")
     res = {"key": key, "buffers": buffers_from_log(r["log"]), "anon_bytes": r["status_after"]["RssAnon"],
            "anon_before_bytes": r["status_before"]["RssAnon"], "rss_file_bytes": r["status_after"]["RssFile"]}
+    _atomic_json(path, res)
+    return res
+
+
+_VMA = re.compile(r"^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ (\d+)\s*(.*)$")
+
+
+def referenced_pages(pid, skip=()) -> dict:
+    """Pages of pid with the referenced bit set, from /proc/PID/smaps (`Referenced`: the PTE's young
+    bit or the folio's PG_referenced, which clear_refs clears): anonymous (inode 0: heap, stack,
+    private mappings) and per file basename, without the files in `skip` and the kernel's special
+    mappings ([vdso], [vvar])."""
+    anon, files, execs, cur = 0, {}, {}, None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            m = _VMA.match(line)
+            if m:
+                perms, ino, name = m.group(1), int(m.group(2)), m.group(3).strip()
+                cur = None if name.startswith("[v") or name in skip else ("" if ino == 0 else os.path.basename(name))
+                x = "x" in perms
+            elif cur is not None and line.startswith("Referenced:"):
+                n = int(line.split()[1]) // (PAGE // 1024)
+                if cur == "":
+                    anon += n
+                elif n:
+                    d = execs if x else files
+                    d[cur] = d.get(cur, 0) + n
+    return {"anon": anon, "files": files, "exec": execs}
+
+
+def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=5) -> dict:
+    """The pages the engine touches around each llama_decode call: the reference run without a limit
+    (child mode "warm"), the referenced bits cleared (/proc/PID/clear_refs) before the prompt and
+    before each decode step and read (/proc/PID/smaps) after it, by this process while the child waits.
+    Anonymous pages (interpreter, llama-cpp-python, llama.cpp's heap and buffers) and per library the
+    pages of its executable mappings (`exec`: text) and of the others (`files`: rodata, relro); the
+    model file is left out (the workload generator has it). The
+    kernel's reclaim sees these as referenced every step (folio_referenced in shrink_folio_list:
+    anon -> activate; a VM_EXEC file page -> activate). Returns {"prompt": {...}, "decode": {...}},
+    each {"anon": pages, "files": {basename: pages}, "exec": {basename: pages}}; decode is the median over the steps after the
+    first (the first also touches what it allocates). Cached per model file, prompt and context."""
+    import hashlib
+    st = os.stat(model)
+    key = (f"{os.path.realpath(model)}|{st.st_size}|{int(st.st_mtime)}|{prompt}|{ctx}|{batch}|{ubatch}|"
+           f"{threads}|{steps}")
+    path = os.path.join(_cache_dir(), "warm-" + hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    phases = []
+    with tempfile.TemporaryDirectory(prefix="kmemsim-warm-") as d:
+        script = child_script(d)
+        out = os.path.join(d, "warm.json")
+        err = open(os.path.join(d, "stderr"), "w+")
+        p = subprocess.Popen(_child_argv(script, "warm", out, model, prompt, steps, ctx, batch, ubatch, threads),
+                             env=_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            cur, skip = None, {os.path.realpath(model), os.path.abspath(model)}
+            for line in p.stdout:
+                if not line.startswith("KMEMSIM "):
+                    continue
+                if cur:
+                    phases.append((cur, referenced_pages(p.pid, skip)))
+                cur = line.split()[1]
+                if cur != "end":
+                    with open(f"/proc/{p.pid}/clear_refs", "w") as f:
+                        f.write("1")      # clear the referenced bits of every page of the child
+                p.stdin.write("\n")
+                p.stdin.flush()
+            p.wait(timeout=600)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if p.returncode != 0 or len(phases) != steps + 1:
+            err.seek(0)
+            raise InputError(f"llama.cpp could not run {model} to measure the engine's warm set "
+                             f"({(err.read().strip().splitlines() or [p.returncode])[-1]})")
+    dec = [r for tag, r in phases if tag == "decode"][1:]
+    med = lambda xs: int(np.median(xs))
+    res = {"key": key, "prompt": phases[0][1],
+           "decode": {"anon": med([r["anon"] for r in dec])} | {
+               k: {n: med([r[k].get(n, 0) for r in dec]) for n in sorted({n for r in dec for n in r[k]})}
+               for k in ("files", "exec")},
+           "steps": [r for _, r in phases[1:]]}
     _atomic_json(path, res)
     return res
 
@@ -414,6 +521,7 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     os.makedirs(out, exist_ok=True)
     engine = engine_baseline()
     probe = llama_probe(model, ctx, batch, ubatch, threads)
+    warm = engine_warm_set(model, prompt, ctx, batch, ubatch, threads)
     rows = []
     runs = {}
     for label, limit in lims:
@@ -427,14 +535,14 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
             meas = live_run(model, prompt, decode, ctx, limit, d, batch, ubatch, threads, zram, swappiness)
         _atomic_json(os.path.join(d, "measured.json"), meas)
         pred = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-                         engine=engine, probe=probe, keep_result=True)
+                         engine=engine, probe=probe, warm=warm, keep_result=True)
         res = pred.pop("_result")
         pred.pop("_trace")
         # Sensitivity, not an error bar: the same prediction with the engine's measured heap 1%
         # smaller and larger. Near a tipping point (reclaim turning to anon or not, a cyclic scan
         # just fitting) a few hundred KiB move the outcome as much as the bound allows.
         band = [P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-                          engine=engine, probe=dict(probe, anon_bytes=int(probe["anon_bytes"] * f)))
+                          engine=engine, probe=dict(probe, anon_bytes=int(probe["anon_bytes"] * f)), warm=warm)
                 for f in SENSITIVITY]
         _atomic_json(os.path.join(d, "predicted.json"), pred)
         runs[label] = (d, res, meas)

@@ -141,3 +141,81 @@ def test_engine_libraries_fault_in_one_by_one(small_model):
     old = P.build_trace(small_model, 16, 0, 512, engine={k: v for k, v in eng.items() if k != "libraries"})[0]
     r_old = Emulator(Config(memcg_limit="4G", sample_ms=0)).replay(old)
     assert r.summary["pgmajfault"] - r_old.summary["pgmajfault"] == len(libs) - 1
+
+
+def test_referenced_bits_follow_the_touches():
+    # /proc/PID/clear_refs "1" clears every page's referenced bits (clear_refs_pte_range:
+    # ptep_test_and_clear_young, folio_clear_referenced); smaps' Referenced counts a page again once
+    # it is touched (smaps_account: pte_young || folio_test_referenced). engine_warm_set reads the
+    # engine's working set per step this way.
+    import mmap
+    from kmemsim import validate as V
+    n, k = 2048, 1024
+    buf = mmap.mmap(-1, n * 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # as malloc's
+    buf.write(b"x" * (n * 4096))                 # fault every page in
+    grows = []
+    for touch in (0, k):
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("1")
+        for i in range(touch):
+            buf[i * 4096] = 1
+        grows.append(V.referenced_pages(os.getpid())["anon"])
+    buf.close()
+    # the same code runs in both intervals (a few dozen pages of the interpreter's own, which vary by
+    # some); only the k touched pages differ
+    assert abs(grows[1] - grows[0] - k) <= 64
+
+
+def test_host_pages_complete_the_measured_working_set(small_model):
+    # engine_warm_set measures, per llama_decode call, every anonymous page referenced (llama.cpp's
+    # buffers and the engine's heap alike) and each library's text and data pages referenced. The
+    # prediction touches the heap only beyond what its own model of llama.cpp's buffers touched, so
+    # a step's distinct anonymous pages are the measured count; the text is mapped VM_EXEC
+    # (folio_check_references activates a referenced executable file folio at once).
+    from kmemsim import predict as P
+    from kmemsim.trace import CLASS_SHIFT, MapFlag, Op
+    libs = [["libpython3.11.so.1.0", 1443], ["libggml-cpu.so.0", 317]]
+    eng = {"file_bytes": 2000 * 4096, "rss_file_bytes": 900 * 4096, "anon_bytes": 30 << 20, "libraries": libs,
+           "library_rss": {"libpython3.11.so.1.0": [572, 736], "libggml-cpu.so.0": [200, 40]}}
+    warm = {"prompt": {"anon": 2500, "files": {"libpython3.11.so.1.0": 40}, "exec": {"libggml-cpu.so.0": 60}},
+            "decode": {"anon": 1000, "files": {"libpython3.11.so.1.0": 30},
+                       "exec": {"libggml-cpu.so.0": 50, "libpython3.11.so.1.0": 200}}}
+    tr, _, _ = P.build_trace(small_model, 16, 3, 512, engine=eng, warm=warm)
+    c, names = tr.cols, {m["id"]: m["name"] for m in tr.meta["maps"]}
+    mm = c["op"] == Op.MMAP
+    anon = set(c["map"][mm & (c["arg"] == -1)].tolist())
+    flags = dict(zip(c["map"][mm].tolist(), c["flags"][mm].tolist()))
+    text = {names[m]: m for m in flags if names[m].endswith("(text)")}
+    assert all(flags[m] & MapFlag.EXEC for m in text.values())
+    assert not any(flags[m] & MapFlag.EXEC for m in flags if names[m].endswith("(data)"))
+    marks = np.flatnonzero(c["op"] == Op.PHASE)
+    for i, j in zip(marks, list(marks[1:]) + [len(tr)]):
+        phase = tr.meta["phases"][c["arg"][i]]
+        kind = "decode" if phase.startswith("decode") else "prompt" if phase.startswith("prefill") else None
+        if not kind:
+            continue
+        sl = slice(i + 1, j)
+        acc = np.isin(c["op"][sl], (Op.READ, Op.WRITE))
+        pages = {(m, p) for m, a, n in zip(c["map"][sl][acc], c["page"][sl][acc], c["npages"][sl][acc])
+                 for p in range(a, a + n)}
+        assert sum(m in anon for m, _ in pages) == warm[kind]["anon"], phase
+        for name, n in warm[kind]["exec"].items():
+            assert sum(m == text[f"engine library {name} (text)"] for m, _ in pages) == n, phase
+
+
+def test_engine_warm_set_sees_what_a_step_runs(small_model):
+    # The reference run without a limit, referenced bits cleared before each llama_decode call and
+    # read after it (engine_warm_set). Every step runs llama.cpp's graph, so the text of libllama
+    # and of ggml-cpu's kernels is referenced (executing sets the PTE's young bit); the 16-token
+    # prompt ubatch lays out 16x larger tensors in the compute buffer than a single decode token
+    # (ggml_gallocr), so it references more anonymous pages. The model file is left to the
+    # workload generator.
+    pytest.importorskip("llama_cpp")
+    from kmemsim import validate as V
+    warm = V.engine_warm_set(small_model, 16, 512, steps=3)
+    for kind in ("prompt", "decode"):
+        ex = warm[kind]["exec"]
+        assert ex.get("libllama.so", 0) > 0 and any(n.startswith("libggml-cpu") and v > 0 for n, v in ex.items())
+        assert not any(n.endswith(".gguf") for n in list(ex) + list(warm[kind]["files"]))
+    assert warm["prompt"]["anon"] > warm["decode"]["anon"] > 0
+    assert len(warm["steps"]) == 3
