@@ -6,11 +6,12 @@
 /* filemap_add_folio(): allocate a folio of 1 << order pages at index, charge it, insert it, run
  * workingset_refault() on any shadow it replaces, and put it on the LRU. The caller has checked
  * that [index, index + nr) is not cached. Returns 0, or -1 when the allocation failed (OOM). */
-int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, int readahead_mark)
+int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, int readahead_mark, int noretry)
 {
     int nr = 1 << order;
     int32_t task = e->cur_task;
-    if (alloc_pages_may_reclaim(e, nr) < 0) return -1;
+    int r = alloc_pages_gfp(e, nr, noretry);
+    if (r < 0) return r;
     if (task >= 0 && !e->tasks[task].alive) { mem_cgroup_uncharge(e, nr); return -1; }
     struct object *o = &e->objs[obj];
     /* reclaim cannot add pages, but be exact */
@@ -19,7 +20,7 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
     struct folio *f = &e->folios[id];
     f->obj = obj;
     f->index = index;
-    f->flags = readahead_mark ? PG_readahead : 0;
+    f->flags = (readahead_mark ? PG_readahead : 0) | (noretry ? PG_locked : 0);   /* noretry: readahead */
     if (o->weights) f->flags |= PG_weights;
     uint64_t shadow = 0;
     for (int i = nr - 1; i >= 0; i--)                  /* __filemap_add_folio: the last shadow */
@@ -65,7 +66,7 @@ int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n)
             page_cache_sync_ra(e, obj, p, index + n - p);
             f = e->objs[obj].folio[p];
             if (f < 0) {
-                if (filemap_add_folio(e, obj, p, 0, 0) < 0) return p - index;
+                if (filemap_add_folio(e, obj, p, 0, 0, 0) < 0) return p - index;
                 f = e->objs[obj].folio[p];
             }
             count(e, VM_stall_read_ios, 1);

@@ -12,6 +12,19 @@ void mem_cgroup_uncharge(struct km_emu *e, int64_t nr)
     if (e->memcg_limit) e->memcg_usage -= nr;
 }
 
+/* try_charge_memcg() for a __GFP_NORETRY charge (readahead_gfp_mask(): readahead folios): one
+ * try_to_free_mem_cgroup_pages(), then drain_all_stock() and a second; if the margin is still short of
+ * nr, "goto nomem": the charge fails (-2, -ENOMEM) and the readahead stops short. */
+int mem_cgroup_charge_noretry(struct km_emu *e, int64_t nr)
+{
+    for (int round = 0; e->memcg_usage + nr > e->memcg_limit; round++) {
+        if (round == 2) return -2;
+        try_to_free_pages(e, nr, RECLAIM_MEMCG);
+    }
+    e->memcg_usage += nr;
+    return 0;
+}
+
 /* try_charge_memcg(): over the limit, try_to_free_mem_cgroup_pages() up to MAX_RECLAIM_RETRIES
  * times, then the memcg OOM killer. Returns -1 if the charging task died. */
 int mem_cgroup_charge(struct km_emu *e, int64_t nr)

@@ -118,7 +118,7 @@ static folio_id filemap_fault(struct km_emu *e, int32_t vi, int64_t p)
     uint64_t before = e->vm[VM_pgpgin];
     do_sync_mmap_readahead(e, vi, idx);
     f = e->objs[obj].folio[idx];
-    if (f < 0 && filemap_add_folio(e, obj, idx, 0, 0) == 0)   /* no readahead: just this page */
+    if (f < 0 && filemap_add_folio(e, obj, idx, 0, 0, 0) == 0)   /* no readahead: just this page */
         f = e->objs[obj].folio[idx];
     count(e, VM_stall_read_ios, 1);                     /* the task waits for this read */
     count(e, VM_stall_read_pages, (int64_t)(e->vm[VM_pgpgin] - before));

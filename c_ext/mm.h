@@ -40,7 +40,10 @@ enum { PG_active = 1, PG_referenced = 2, PG_workingset = 4, PG_unevictable = 8, 
        /* not a kernel flag: a reference held by the task being served (filemap_get_folio() in
         * filemap_fault(), the read batch in filemap_read()) while it allocates for readahead;
         * __remove_mapping()'s folio_ref_freeze() fails on such a folio, so reclaim keeps it */
-       PG_pinned = 256 };
+       PG_pinned = 256,
+       /* a readahead folio from its allocation until its read completes (the I/O is instant here:
+        * until the readahead call returns); shrink_folio_list()'s folio_trylock() fails: keep */
+       PG_locked = 512 };
 
 /* PTE bits: one byte per virtual page of a vma. */
 enum { PTE_PRESENT = 1, PTE_YOUNG = 2, PTE_DIRTY = 4, PTE_ANON = 8 /* maps the vma's anon/COW page */,
@@ -130,7 +133,7 @@ struct task {
     X(fault_around_pages) X(fault_failed) X(minor_fault_pages) X(zero_page_maps) X(zram_same_reads) \
     X(accesses) X(misses) X(reclaim_runs) \
     X(stall_read_ios) X(stall_read_pages) X(stall_swapin_pages) X(stall_reclaim_scanned) \
-    X(stall_reclaim_swapout)
+    X(stall_reclaim_swapout) X(stall_reclaim_file_folios)
 
 #define KM_GAUGES(X) \
     X(nr_free_pages) X(nr_inactive_anon) X(nr_active_anon) X(nr_inactive_file) X(nr_active_file) \
@@ -286,12 +289,14 @@ static inline void note_peak(struct km_emu *e)
 folio_id folio_alloc(struct km_emu *e, int order);
 void folio_free(struct km_emu *e, folio_id id);
 int alloc_pages_may_reclaim(struct km_emu *e, int64_t nr);   /* 0 ok, -1 OOM (task killed) */
+int alloc_pages_gfp(struct km_emu *e, int64_t nr, int noretry);   /* also -2: a noretry charge failed */
 void wakeup_kswapd(struct km_emu *e);
 void setup_per_zone_wmarks(struct km_emu *e);
 void km_hugepage_hint(void *p, size_t bytes);                /* THP for a large array */
 
 /* memcontrol.c */
 int mem_cgroup_charge(struct km_emu *e, int64_t nr);
+int mem_cgroup_charge_noretry(struct km_emu *e, int64_t nr);
 void mem_cgroup_uncharge(struct km_emu *e, int64_t nr);
 int64_t mem_cgroup_get_nr_swap_pages(const struct km_emu *e);
 
@@ -375,7 +380,8 @@ static inline int page_cache_range_empty(const folio_id *slot, int64_t nr)
     for (int64_t i = 0; i < nr; i++) all &= slot[i];
     return all < 0;
 }
-int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, int readahead_mark);
+int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, int readahead_mark,
+                      int noretry);   /* 0 ok, -1 task killed, -2 a noretry (readahead) charge failed */
 void filemap_remove_folio(struct km_emu *e, folio_id id, uint64_t shadow);
 int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n);
 

@@ -110,9 +110,27 @@ void wakeup_kswapd(struct km_emu *e)
  * allocating task was killed or nothing could be freed. */
 int alloc_pages_may_reclaim(struct km_emu *e, int64_t nr)
 {
-    if (e->memcg_limit && mem_cgroup_charge(e, nr) < 0) return -1;
+    return alloc_pages_gfp(e, nr, 0);
+}
+
+/* noretry (readahead_gfp_mask()'s __GFP_NORETRY): the memcg charge gives up after two reclaim rounds,
+ * and the page allocator after one round of direct reclaim ("goto nopage": no retries, no OOM killer,
+ * no lmkd kill on its behalf); either returns -2, -ENOMEM. */
+int alloc_pages_gfp(struct km_emu *e, int64_t nr, int noretry)
+{
+    if (e->memcg_limit) {
+        int r = noretry ? mem_cgroup_charge_noretry(e, nr) : mem_cgroup_charge(e, nr);
+        if (r < 0) return r;
+    }
     if (!e->total_pages) return 0;
     if (free_pages(e) - nr < e->wmark_low) wakeup_kswapd(e);
+    if (noretry && free_pages(e) - nr < e->wmark_min) {
+        try_to_free_pages(e, SWAP_CLUSTER_MAX, RECLAIM_DIRECT);
+        if (free_pages(e) - nr < e->wmark_min) {
+            mem_cgroup_uncharge(e, nr);
+            return -2;
+        }
+    }
     int no_progress = 0;
     while (free_pages(e) - nr < e->wmark_min) {
         int killed = 0;

@@ -35,6 +35,19 @@ static int64_t ractl_max_pages(struct km_emu *e, struct file_ra_state *ra, int64
     return max;
 }
 
+/* read_pages() and the reads' completion: the window's folios are unlocked (PG_locked) */
+static void ra_unlock(struct km_emu *e, int32_t obj, int64_t index, int64_t nr)
+{
+    struct object *o = &e->objs[obj];
+    if (index + nr > o->npages) nr = o->npages - index;
+    for (int64_t p = index; p < index + nr;) {
+        folio_id f = o->folio[p];
+        if (f < 0) { p++; continue; }
+        e->folios[f].flags &= ~PG_locked;
+        p = e->folios[f].index + folio_nr_pages(&e->folios[f]);
+    }
+}
+
 /* page_cache_ra_unbounded(): order-0 folios for [index, index + nr), skipping cached pages; the folio
  * at index + nr - lookahead gets PG_readahead. */
 int64_t do_page_cache_ra(struct km_emu *e, int32_t obj, int64_t index, int64_t nr, int64_t lookahead)
@@ -45,15 +58,18 @@ int64_t do_page_cache_ra(struct km_emu *e, int32_t obj, int64_t index, int64_t n
     int64_t added = 0;
     for (int64_t i = 0; i < nr; i++) {
         if (e->objs[obj].folio[index + i] >= 0) continue;
-        if (filemap_add_folio(e, obj, index + i, 0, lookahead && i == nr - lookahead) < 0) break;
+        /* readahead_gfp_mask(): a failed charge (-ENOMEM) or a killed task ends the window */
+        if (filemap_add_folio(e, obj, index + i, 0, lookahead && i == nr - lookahead, 1) < 0) break;
         added++;
     }
+    ra_unlock(e, obj, index, nr);
     count(e, VM_readahead_pages, added);
     return added;
 }
 
 /* page_cache_ra_order(): large folios over [start, start + size), the folio holding
- * start + size - async_size marked PG_readahead; falls back to order 0 where pages are cached. */
+ * start + size - async_size marked PG_readahead; falls back to order 0 where pages are cached or a
+ * large folio's charge failed. */
 int64_t page_cache_ra_order(struct km_emu *e, int32_t obj, int64_t start, int64_t size,
                             int64_t async_size, int new_order)
 {
@@ -78,13 +94,16 @@ int64_t page_cache_ra_order(struct km_emu *e, int32_t obj, int64_t start, int64_
         if (!page_cache_range_empty(e->objs[obj].folio + index, 1LL << order))
             break;                                         /* -EEXIST: let the fallback fill gaps */
         int m = mark >= index && mark < index + (1LL << order);
-        if (filemap_add_folio(e, obj, index, order, m) < 0) return added;
+        int r = filemap_add_folio(e, obj, index, order, m, 1);
+        if (r == -1) { ra_unlock(e, obj, start, size); return added; }
+        if (r == -2) break;                                /* ra_alloc_folio() -ENOMEM: the fallback goes on in order 0 */
         added += 1LL << order;
         index += 1LL << order;
     }
     count(e, VM_readahead_pages, added);
     if (index <= limit && size > index - start)
         added += do_page_cache_ra(e, obj, index, size - (index - start), async_size);
+    ra_unlock(e, obj, start, size);
     return added;
 }
 

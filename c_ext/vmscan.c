@@ -180,6 +180,7 @@ int folio_evict(struct km_emu *e, folio_id id)
         o->nr_resident--;
     } else {
         filemap_remove_folio(e, id, shadow);
+        if (e->in_sync_reclaim) count(e, VM_stall_reclaim_file_folios, 1);   /* the reclaimer's own time */
     }
     folio_free(e, id);
     return 1;
@@ -195,7 +196,9 @@ static int64_t shrink_folio_list(struct km_emu *e, folio_id *list, int64_t n, st
         folio_id id = list[i];
         struct folio *f = &e->folios[id];
         int nr = folio_nr_pages(f);
-        enum folio_references ref = sc->ignore_references ? FOLIOREF_RECLAIM : folio_check_references(e, id);
+        /* folio_trylock() fails on a folio under read (readahead): keep, references untouched */
+        enum folio_references ref = (f->flags & PG_locked) ? FOLIOREF_KEEP
+                                  : sc->ignore_references ? FOLIOREF_RECLAIM : folio_check_references(e, id);
         if ((ref == FOLIOREF_RECLAIM || ref == FOLIOREF_RECLAIM_CLEAN) && e->policy->reclaim_candidate &&
             !sc->ignore_references && !e->policy->reclaim_candidate(e, id, sc)) {
             sc->deferred += nr;

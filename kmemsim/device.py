@@ -1,7 +1,7 @@
 """Device profiles: what a count costs in seconds on a device (workloads/devices/*.toml).
 
 A profile holds flash read latency and bandwidth by I/O size, zram compress/decompress speed per
-algorithm, the per-page reclaim scan cost, compute speed for prefill and decode, and the kernel
+algorithm, what reclaim costs (per page scanned, per file folio dropped, per page swapped out), compute speed for prefill and decode, and the kernel
 settings the device implies (mapped onto kmemsim.emulator.Config fields). Counts come from the
 emulator; kmemsim.timing multiplies them by a profile.
 """
@@ -40,6 +40,11 @@ class Device:
     scan_us_per_page: float
     decode_weight_gbps: float
     prefill_weight_gbps: float
+    # memcg reclaim's own time (kmemsim profile measures it): per file folio it drops (unmap,
+    # __remove_mapping), and per anonymous page it swaps out (compression included; None: the zram
+    # compress speed alone)
+    file_folio_us: float = 0.0
+    swap_page_us: float | None = None
     path: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -76,7 +81,8 @@ class Device:
                         "bandwidth_gbps": self.bandwidth_gbps.tolist()},
             "zram": {"compress_gbps": self.compress_gbps, "decompress_gbps": self.decompress_gbps,
                      "zero_page_us": self.zero_page_us},
-            "reclaim": {"scan_us_per_page": self.scan_us_per_page},
+            "reclaim": {"scan_us_per_page": self.scan_us_per_page, "file_folio_us": self.file_folio_us,
+                        "swap_page_us": self.swap_page_us},
             "compute": {"decode_weight_gbps": self.decode_weight_gbps,
                         "prefill_weight_gbps": self.prefill_weight_gbps},
             "path": self.path,
@@ -129,12 +135,15 @@ def parse(raw: dict, path: str = "<device>") -> Device:
         if k not in ALGOS or isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
             raise InputError(f"{path}: zram speed {k} = {v!r}: algorithm one of {', '.join(ALGOS)}, speed > 0")
     c = raw.get("compute", {})
+    rc = raw.get("reclaim", {})
     return Device(
         name=str(raw.get("name", Path(path).stem)), description=str(raw.get("description", "")),
         source=str(raw.get("source", "")), ram=ram, available=avail, kernel=kernel,
         io_kb=io_kb, latency_us=lat, bandwidth_gbps=bw, compress_gbps=comp, decompress_gbps=decomp,
         zero_page_us=_num(z, "zero_page_us", f"{path}: zram", strict=False),
-        scan_us_per_page=_num(raw.get("reclaim", {}), "scan_us_per_page", f"{path}: reclaim", strict=False),
+        scan_us_per_page=_num(rc, "scan_us_per_page", f"{path}: reclaim", strict=False),
+        file_folio_us=_num(rc, "file_folio_us", f"{path}: reclaim", strict=False) if "file_folio_us" in rc else 0.0,
+        swap_page_us=_num(rc, "swap_page_us", f"{path}: reclaim", strict=False) if "swap_page_us" in rc else None,
         decode_weight_gbps=_num(c, "decode_weight_gbps", f"{path}: compute"),
         prefill_weight_gbps=_num(c, "prefill_weight_gbps", f"{path}: compute"),
         path=str(path), extra={k: raw[k] for k in ("reference", "measured") if k in raw},

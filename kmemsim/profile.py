@@ -10,13 +10,20 @@
   does, on pages of realistic content (fp16 activations, int8 weights, heap-like structs). The file says which was used per algorithm.
 - compute: llama.cpp (llama-cpp-python) prefill and decode speed on a small synthetic q8_0 model
   (kmemsim.synth.write_model), expressed per weight byte (the roofline kmemsim.timing uses).
+- reclaim: as root, the time memcg reclaim takes (mm_vmscan_memcg_reclaim_begin/end, recorded by
+  kmemsim.recorder) per file folio it drops and per anonymous page it swaps out to zram: a process
+  scans a mapped file four times its cgroup (no swap), then one writes an anonymous buffer three
+  times its cgroup (zram).
 """
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import platform
+import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -291,13 +298,86 @@ def compute(prompt=128, decode=32, progress=None, threads=None) -> dict | None:
 
 
 # ------------------------------------------------------------------------------------------------
+# reclaim
+
+RECLAIM_FILE = textwrap.dedent("""
+    import mmap, os, sys
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+    m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+    total = sum(m[off] for _ in range(2) for off in range(0, size, 4096))
+""")
+RECLAIM_ANON = textwrap.dedent("""
+    import sys
+    src = open(sys.argv[1], "rb").read()
+    buf = bytearray(int(sys.argv[2]))
+    for _ in range(2):
+        for off in range(0, len(buf), len(src)):
+            buf[off:off + len(src)] = src[:len(buf) - off]
+""")
+
+
+def _reclaim_run(script, args, d, limit, zram):
+    """Run script under the recorder in a cgroup of `limit` bytes; returns (memcg reclaim seconds,
+    file folios dropped (mm_filemap_delete_from_page_cache records), pages swapped out)."""
+    import pandas as pd
+    from .recorder import run_command
+    path = os.path.join(d, "child.py")
+    Path(path).write_text(script)
+    out = os.path.join(d, "run")
+    rc = run_command([sys.executable, path, *map(str, args)], out, mem_limit=str(limit), zram=zram,
+                     swappiness=60, drop_caches=True, smaps_interval=0)
+    if rc != 0:
+        raise InputError(f"kmemsim profile: the reclaim benchmark's child failed (exit {rc}); see {out}")
+    s = json.loads(Path(out, "summary.json").read_text())
+    f = pd.read_parquet(os.path.join(out, "raw", "filemap.parquet"), columns=["kind"])
+    return s["reclaim"]["memcg_reclaim_ns"] * 1e-9, int((f["kind"] != "add").sum()), int(s["swap_out_pages"])
+
+
+def reclaim(dir=None, progress=None) -> dict | None:
+    """Memcg reclaim's own time per file folio it drops and per anonymous page it swaps out. What it
+    does per folio: folio_referenced() and try_to_unmap() walk the rmap and flush the TLB,
+    __remove_mapping() deletes the folio from the page cache; per swapped page also add_to_swap() and
+    zram's compression. Root only (cgroups, zram, tracepoints); None otherwise."""
+    if os.geteuid() != 0:
+        if progress:
+            progress("reclaim: needs root (cgroup, zram, tracepoints); [estimate] left in the profile")
+        return None
+    limit = 64 << 20
+    base = dir or os.environ.get("TMPDIR") or "/var/tmp"
+    with tempfile.TemporaryDirectory(dir=base, prefix=".kmemsim-reclaim-") as d:
+        path = os.path.join(d, "file")
+        chunk = np.random.default_rng(2).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+        with open(path, "wb") as f:
+            for i in range(4 * (limit >> 20)):
+                f.write(chunk[i % 4096:] + chunk[:i % 4096])
+        os.makedirs(os.path.join(d, "f"))
+        sec, folios, _ = _reclaim_run(RECLAIM_FILE, [path], os.path.join(d, "f"), limit, None)
+        file_us = sec * 1e6 / max(folios, 1)
+        src = os.path.join(d, "pages")
+        Path(src).write_bytes(sample_pages(2048))
+        os.makedirs(os.path.join(d, "a"))
+        sec2, folios2, swapped = _reclaim_run(RECLAIM_ANON, [src, 3 * limit], os.path.join(d, "a"), limit,
+                                              "lz4:1G")
+        swap_us = max(0.0, sec2 * 1e6 - folios2 * file_us) / max(swapped, 1)
+    r = {"file_folio_us": file_us, "swap_page_us": swap_us, "file_folios": folios, "file_s": sec,
+         "swapped_pages": swapped, "anon_s": sec2, "limit": limit}
+    if progress:
+        progress(f"reclaim: {file_us:.1f} us per file folio dropped ({folios} folios), {swap_us:.1f} us per "
+                 f"page swapped out ({swapped} pages, lz4)")
+    return r
+
+
+# ------------------------------------------------------------------------------------------------
 
 def measure(progress=None, storage_dir=None, quick=False) -> dict:
     st = storage(storage_dir, file_mb=64 if quick else 256, seconds_per_size=0.15 if quick else 0.4,
                  progress=progress)
     zr = zram(progress)
     cp = compute(prompt=64 if quick else 128, decode=8 if quick else 32, progress=progress)
-    return {"storage": st, "zram": zr, "compute": cp}
+    rc = reclaim(storage_dir, progress)
+    return {"storage": st, "zram": zr, "compute": cp, "reclaim": rc}
 
 
 def _mem_total():
@@ -346,6 +426,18 @@ def to_toml(m: dict) -> str:
     else:
         comp_txt = ("# llama-cpp-python missing: [estimate] placeholders\n"
                     "decode_weight_gbps = 10.0\nprefill_weight_gbps = 50.0")
+    rc = m.get("reclaim")
+    if rc:
+        rc_txt = (f"# measured: memcg reclaim time (mm_vmscan_memcg_reclaim_begin/end) in a {rc['limit'] >> 20} MiB "
+                  f"cgroup: {rc['file_s']:.2f} s for {rc['file_folios']} file folios dropped\n"
+                  f"# (a mapped file scanned, no swap), {rc['anon_s']:.2f} s for {rc['swapped_pages']} pages "
+                  f"swapped out (anonymous, lz4 zram)\n"
+                  f"file_folio_us = {rc['file_folio_us']:.2f}\nswap_page_us = {rc['swap_page_us']:.2f}\n"
+                  "scan_us_per_page = 0.0             # in the two above")
+    else:
+        rc_txt = "scan_us_per_page = 0.15           # [estimate] not measured (kmemsim profile as root measures it)"
+    rel = tuple(int(x) for x in (platform.release().split("-")[0].split(".") + ["0"])[:2] if x.isdigit())
+    exec_order = (0 if platform.machine() in ("x86_64", "AMD64") else 4) if rel >= (6, 17) else -1
     return f"""# This machine, measured by `kmemsim profile` on {time.strftime('%Y-%m-%d %H:%M')} ({platform.node()},
 # {platform.machine()}, kernel {platform.release()}). Re-run it to refresh; edit freely.
 name = "this-machine"
@@ -364,6 +456,7 @@ prefault_young = {'true' if platform.machine() in ('x86_64', 'AMD64') else 'fals
 swappiness = 60
 zram = "{algo}:4G"
 lmk = false
+exec_folio_order = {exec_order}    # 6.17+: exec faults read forward within the vma (x86 order 0, arm64 4); -1 before
 
 [storage]
 # {st['method']} on a temp file of random data in {st['dir']}; median per size:
@@ -382,7 +475,7 @@ decompress_gbps = {{ {dec} }}
 zero_page_us = 0.5                # [estimate] fault + clear of a same-filled page
 
 [reclaim]
-scan_us_per_page = 0.15           # [estimate] not measured (needs a kernel reclaim benchmark)
+{rc_txt}
 
 [compute]
 {comp_txt}

@@ -9,7 +9,8 @@ Stall time of a phase (what the waiting task pays; kswapd's work is not charged 
   + (stall_swapin_pages - zram_same_reads) x 4096 / zram decompress speed
   + (zram_same_reads + swpin_zero) x zero_page_us    (a zero page from zram or the swap zeromap:
                                                       a fault and a clear)
-  + stall_reclaim_swapout x 4096 / zram compress speed
+  + stall_reclaim_swapout x swap_page_us (measured; else 4096 / zram compress speed)
+  + stall_reclaim_file_folios x file_folio_us
   + stall_reclaim_scanned x scan_us_per_page
 
 Compute time of a llama_decode step (a prefill ubatch of n tokens, or a decode step of n = paths
@@ -34,7 +35,7 @@ import pandas as pd
 from .trace import CLASS_SHIFT, PAGE_SIZE, MapFlag, Op, PageClass, Trace
 
 STALL_COUNTERS = ["stall_read_ios", "stall_read_pages", "stall_swapin_pages", "zram_same_reads", "swpin_zero",
-                  "stall_reclaim_swapout", "stall_reclaim_scanned"]
+                  "stall_reclaim_swapout", "stall_reclaim_scanned", "stall_reclaim_file_folios"]
 _REQ = re.compile(r"^(request \d+)( session .*)?$")
 
 
@@ -198,7 +199,9 @@ def stall_seconds(counts: pd.DataFrame, device, zram_algo: str) -> pd.DataFrame:
     same = np.minimum(g("zram_same_reads"), g("stall_swapin_pages"))
     swapin = (g("stall_swapin_pages") - same) * PAGE_SIZE / (device.decompress_gbps[zram_algo] * 1e9) \
         + (same + g("swpin_zero")) * device.zero_page_us * 1e-6
-    reclaim = g("stall_reclaim_swapout") * PAGE_SIZE / (device.compress_gbps[zram_algo] * 1e9) \
+    per_swap = (device.swap_page_us * 1e-6 if device.swap_page_us is not None
+                else PAGE_SIZE / (device.compress_gbps[zram_algo] * 1e9))
+    reclaim = g("stall_reclaim_swapout") * per_swap + g("stall_reclaim_file_folios") * device.file_folio_us * 1e-6 \
         + g("stall_reclaim_scanned") * device.scan_us_per_page * 1e-6
     out = pd.DataFrame({"read_s": read, "swapin_s": swapin, "reclaim_s": reclaim}, index=counts.index)
     out["stall_s"] = out["read_s"] + out["swapin_s"] + out["reclaim_s"]

@@ -611,3 +611,22 @@ def test_do_sync_mmap_readahead_exec_reads_forward_within_the_vma(exec_, order, 
     if folios is not None:
         assert s["file_folios_added"] == folios
     assert s["pgmajfault"] == 1
+
+
+def test_readahead_under_read_is_not_reclaimed_and_gives_up_at_the_limit():
+    # A read-around window bigger than the room the cgroup has left, nothing else reclaimable (the
+    # anonymous pages have no swap). The window's folios are locked until their read completes:
+    # shrink_folio_list()'s folio_trylock() fails and keeps them. Readahead charges with
+    # readahead_gfp_mask()'s __GFP_NORETRY, so try_charge_memcg() gives up after two reclaim rounds
+    # ("goto nomem"), page_cache_ra_unbounded() breaks on -ENOMEM and the window ends where the room
+    # does: the faulting page is read, nothing is evicted, no one is OOM-killed.
+    tr = T(file_pages=1000)
+    a = tr.mmap(90, file=False, flags=ANON_RW)
+    tr.write(a, 0, 90)
+    m = tr.mmap(1000)
+    tr.read(m, 0)                      # read-around: [0, 32), the faulting page first
+    res = tr.run(memcg_limit=100 * 4096, read_ahead_kb=128, max_folio_order=9)
+    s = res.summary
+    assert s["file_pages_added"] == 10 and s["file_pages_deleted"] == 0
+    assert s["oom_kill"] == 0 and s["accesses"] == 91
+    assert state(res, 0) != 0

@@ -45,6 +45,19 @@ def test_stall_seconds_from_hand_made_counts():
     assert s["stall_s"].tolist() == pytest.approx([1.1e-3, 232e-6, 1.5e-3, 2e-3, 0], abs=1e-12)
 
 
+def test_measured_reclaim_costs_per_folio_and_per_swapped_page():
+    # A profile with kmemsim profile's reclaim measurement charges the reclaimer per file folio it
+    # drops and per page it swaps out (compression included) instead of the compress speed alone.
+    raw = dict(RAW, reclaim={"scan_us_per_page": 0.0, "file_folio_us": 30.0, "swap_page_us": 50.0})
+    d = device.parse(raw, "measured.toml")
+    counts = pd.DataFrame([dict(stall_reclaim_file_folios=1000, stall_reclaim_swapout=100,
+                                stall_reclaim_scanned=5000)])
+    # 1000 x 30 us + 100 x 50 us = 35 ms
+    assert timing.stall_seconds(counts, d, "lz4")["reclaim_s"].tolist() == pytest.approx([35e-3], abs=1e-12)
+    with pytest.raises(InputError):
+        device.parse(dict(RAW, reclaim={"scan_us_per_page": 0.0, "file_folio_us": -1}), "bad.toml")
+
+
 def test_io_size_interpolates_between_table_points():
     d = hand()
     # log-linear between 4 KiB and 64 KiB: 16 KiB is halfway in log2 -> bandwidth halfway
@@ -156,3 +169,20 @@ def test_profile_measures_storage_and_compression_quickly(tmp_path):
     m = {"storage": st, "zram": {"lz4": z}, "compute": None}
     d = device.parse(tomllib.loads(profile.to_toml(m)), "this-machine.toml")
     assert d.compress_gbps["lz4"] == pytest.approx(z["compress_gbps"], rel=1e-2)
+
+
+def test_profile_measures_what_reclaim_costs(tmp_path):
+    # The reclaim benchmark of kmemsim profile, on the live kernel: a mapped file four times its
+    # cgroup scanned twice (no swap), then an anonymous buffer three times the cgroup written twice
+    # (lz4 zram). Each pass over the buffer must push at least twice the cgroup out to swap.
+    import os
+    if os.geteuid() != 0:
+        pytest.skip("live test: needs root (runs in CI)")
+    r = profile.reclaim(str(tmp_path))
+    assert r["file_folios"] > 0 and r["file_folio_us"] > 0
+    assert r["swapped_pages"] >= 2 * r["limit"] // 4096 and r["swap_page_us"] > 0
+    m = {"storage": profile.storage(str(tmp_path), file_mb=8, seconds_per_size=0.02),
+         "zram": {"lz4": profile.zram_python("lz4", profile.sample_pages(64))}, "compute": None, "reclaim": r}
+    d = device.parse(tomllib.loads(profile.to_toml(m)), "this-machine.toml")
+    assert d.file_folio_us == pytest.approx(r["file_folio_us"], rel=1e-2)
+    assert d.swap_page_us == pytest.approx(r["swap_page_us"], rel=1e-2)
