@@ -289,3 +289,73 @@ def test_decode_cycle_with_a_cold_heap_matches_the_kernel(tmp_path, zram):
     if zram:
         live_swap = s["vmstat_delta"]["pswpout"]
         assert live_swap > 0 and 1 / 2 <= emu["pswpout"] / live_swap <= 2, (emu["pswpout"], live_swap)
+
+
+# A sequential scan of a file much larger than its cgroup, page by page, as a reader with
+# POSIX_FADV_SEQUENTIAL does (16 MiB windows here): how often the kernel reads the file over decides
+# what a model larger than its memory costs.
+SEQ_SCAN = textwrap.dedent("""
+    import json, mmap, os, sys
+    path, mode, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    status = dict(l.split(":", 1) for l in open("/proc/self/status"))
+    json.dump({"anon_kb": int(status["RssAnon"].split()[0])}, open(out, "w"))
+    fd = os.open(path, os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+    flags = mmap.MAP_SHARED | (mmap.MAP_POPULATE if mode == "populate" else 0)
+    m = mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ)
+    print(sum(m[off] for off in range(0, size, 4096)))
+""")
+SEQ_FILE = 36488                              # the tiny-f16 model's size in pages (143 MiB)
+
+
+def emulated_seq_scan(mode, limit, ra_kb, interp_file_pages, interp_anon_pages):
+    """The same scan after the interpreter's own start-up (its files read once, its heap written
+    once, both measured in the live run)."""
+    b = TraceBuilder("sequential scan")
+    f = b.file("/f", SEQ_FILE)
+    lib = b.file("/interpreter", max(1, interp_file_pages))
+    b.process(0, 1, "python")
+    b.event(1, 1, Op.FREAD, -1, 0, interp_file_pages, 0, lib)
+    a = b.mmap(2, 1, "interpreter heap", max(1, interp_anon_pages), flags=MapFlag.READ | MapFlag.WRITE)
+    b.event(3, 1, Op.WRITE, a, 0, max(1, interp_anon_pages))
+    b.event(4, 1, Op.FADVISE, -1, 0, SEQ_FILE, Advice.SEQUENTIAL, f)
+    flags = MapFlag.SHARED | MapFlag.READ | (MapFlag.POPULATE if mode == "populate" else 0)
+    m = b.mmap(5, 1, "m", SEQ_FILE, file=f, flags=flags)
+    b.ranges(np.arange(6, 6 + SEQ_FILE), 1, Op.READ, m, np.arange(SEQ_FILE), 1)
+    r = Emulator(Config(memcg_limit=limit, zram="lz4:1G", read_ahead_kb=ra_kb, sample_ms=0)).replay(b.build())
+    return int(r.files.set_index("path").loc["/f", "pages_added"])
+
+
+@pytest.mark.parametrize("mode,mib", [("touch", 64), ("populate", 64)])
+def test_sequential_scan_through_a_small_cgroup_matches_the_kernel(tmp_path, mode, mib):
+    # Each async window (page_cache_async_ra) is charged while the last is still being read; with
+    # the window a quarter to half of the cgroup, reclaim takes readahead folios before the reader
+    # reaches them (they are locked only while their window is built: shrink_folio_list()'s
+    # folio_trylock()), and the read-around of the miss re-reads the 8 MiB behind it. With
+    # MAP_POPULATE first, the populate pass and the scan each read the file. Live here: 183 MiB
+    # (touch) and 493 MiB (populate); the emulator 182 and 501 MiB. Not asserted, and in
+    # docs/validation.md: a 48 MiB cgroup, where the emulator reads 21% less (53 k pages against
+    # 64-69 k), and 32 MiB, where the interpreter (~12 MiB) is so large a part of the cgroup that the
+    # emulated figure moves by 20% with a few of its pages.
+    if os.geteuid() != 0:
+        pytest.skip("live test: needs root (runs in CI)")
+    import json
+    import pandas as pd
+    from kmemsim.recorder import run_command
+    path = random_file(tmp_path / "f.bin", SEQ_FILE, seed=5)
+    script, out = tmp_path / "scan.py", tmp_path / "interp.json"
+    script.write_text(SEQ_SCAN)
+    limit = mib << 20
+    rc = run_command([sys.executable, str(script), str(path), mode, str(out)], str(tmp_path / "run"),
+                     mem_limit=str(limit), zram="lz4:1G", swappiness=60, drop_caches=True, smaps_interval=0)
+    assert rc == 0
+    s = json.load(open(tmp_path / "run" / "summary.json"))
+    live_added = s["files"][str(path)]["pages_added"]
+    fm = pd.read_parquet(tmp_path / "run" / "raw" / "filemap.parquet")
+    other = fm[(fm.kind == "add") & (fm.ino != os.stat(path).st_ino)]
+    interp_file = int((1 << other.order.to_numpy().astype(np.int64)).sum())
+    interp_anon = -(-json.load(open(out))["anon_kb"] // 4)
+    emu_added = emulated_seq_scan(mode, limit, read_ahead_kb(str(path)), interp_file, interp_anon)
+    assert live_added > 1.2 * SEQ_FILE             # readahead against reclaim: read over once
+    assert abs(emu_added - live_added) <= 0.1 * live_added, (emu_added, live_added)
