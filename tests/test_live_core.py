@@ -231,16 +231,34 @@ DECODE = textwrap.dedent("""
 DEC_FILE, DEC_LO, DEC_HI, DEC_PASSES, DEC_HEAP, DEC_LIMIT = 36488, 12193, 36488, 9, 7680, 114 << 20
 
 
-def emulated_decode_cycle(zram, ra_kb, interp_file_pages, interp_anon_pages):
-    """The same accesses, after the interpreter's own start-up: its page cache read once and its
-    anonymous memory written once (both measured in the live run)."""
-    b = TraceBuilder("decode cycle")
-    f = b.file("/f", DEC_FILE)
-    lib = b.file("/interpreter", max(1, interp_file_pages))
+def interpreter_started(name, file_pages, interp):
+    """A trace builder with the file f of file_pages and the Python interpreter's own start-up: its
+    page cache read once and its anonymous memory written once, (file pages, anon pages) as
+    measured in the live run (measured_interpreter)."""
+    b = TraceBuilder(name)
+    f = b.file("/f", file_pages)
+    lib = b.file("/interpreter", max(1, interp[0]))
     b.process(0, 1, "python")
-    b.event(1, 1, Op.FREAD, -1, 0, interp_file_pages, 0, lib)
-    a = b.mmap(2, 1, "interpreter heap", max(1, interp_anon_pages), flags=MapFlag.READ | MapFlag.WRITE)
-    b.event(3, 1, Op.WRITE, a, 0, max(1, interp_anon_pages))
+    b.event(1, 1, Op.FREAD, -1, 0, interp[0], 0, lib)
+    a = b.mmap(2, 1, "interpreter heap", max(1, interp[1]), flags=MapFlag.READ | MapFlag.WRITE)
+    b.event(3, 1, Op.WRITE, a, 0, max(1, interp[1]))
+    return b, f
+
+
+def measured_interpreter(run, path, out):
+    """(file pages, anon pages) of the live run's interpreter: what it added to the page cache besides
+    the test file, and the RssAnon its script recorded in `out` at start."""
+    import json
+    import pandas as pd
+    fm = pd.read_parquet(os.path.join(run, "raw", "filemap.parquet"))
+    other = fm[(fm.kind == "add") & (fm.ino != os.stat(path).st_ino)]
+    return (int((1 << other.order.to_numpy().astype(np.int64)).sum()),
+            -(-json.load(open(out))["anon_kb"] // 4))
+
+
+def emulated_decode_cycle(zram, ra_kb, interp):
+    """The same accesses, after the interpreter's own start-up."""
+    b, f = interpreter_started("decode cycle", DEC_FILE, interp)
     b.event(4, 1, Op.FADVISE, -1, 0, DEC_FILE, Advice.SEQUENTIAL, f)
     m = b.mmap(5, 1, "m", DEC_FILE, file=f, flags=MapFlag.SHARED | MapFlag.READ | MapFlag.POPULATE)
     b.event(6, 1, Op.MADVISE, m, 0, DEC_FILE, Advice.WILLNEED)
@@ -269,7 +287,6 @@ def test_decode_cycle_with_a_cold_heap_matches_the_kernel(tmp_path, zram):
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
     import json
-    import pandas as pd
     from kmemsim.recorder import run_command
     path = random_file(tmp_path / "f.bin", DEC_FILE, seed=2)
     script, out = tmp_path / "decode.py", tmp_path / "interp.json"
@@ -280,11 +297,8 @@ def test_decode_cycle_with_a_cold_heap_matches_the_kernel(tmp_path, zram):
     assert rc == 0
     s = json.load(open(tmp_path / "run" / "summary.json"))
     live_added = s["files"][str(path)]["pages_added"]
-    fm = pd.read_parquet(tmp_path / "run" / "raw" / "filemap.parquet")
-    other = fm[(fm.kind == "add") & (fm.ino != os.stat(path).st_ino)]
-    interp_file = int((1 << other.order.to_numpy().astype(np.int64)).sum())
-    interp_anon = -(-json.load(open(out))["anon_kb"] // 4)
-    emu_added, emu = emulated_decode_cycle(zram, read_ahead_kb(str(path)), interp_file, interp_anon)
+    interp = measured_interpreter(str(tmp_path / "run"), path, out)
+    emu_added, emu = emulated_decode_cycle(zram, read_ahead_kb(str(path)), interp)
     assert abs(emu_added - live_added) <= 0.2 * live_added, (emu_added, live_added)
     if zram:
         live_swap = s["vmstat_delta"]["pswpout"]
@@ -309,16 +323,9 @@ SEQ_SCAN = textwrap.dedent("""
 SEQ_FILE = 36488                              # the tiny-f16 model's size in pages (143 MiB)
 
 
-def emulated_seq_scan(mode, limit, ra_kb, interp_file_pages, interp_anon_pages):
-    """The same scan after the interpreter's own start-up (its files read once, its heap written
-    once, both measured in the live run)."""
-    b = TraceBuilder("sequential scan")
-    f = b.file("/f", SEQ_FILE)
-    lib = b.file("/interpreter", max(1, interp_file_pages))
-    b.process(0, 1, "python")
-    b.event(1, 1, Op.FREAD, -1, 0, interp_file_pages, 0, lib)
-    a = b.mmap(2, 1, "interpreter heap", max(1, interp_anon_pages), flags=MapFlag.READ | MapFlag.WRITE)
-    b.event(3, 1, Op.WRITE, a, 0, max(1, interp_anon_pages))
+def emulated_seq_scan(mode, limit, ra_kb, interp):
+    """The same scan after the interpreter's own start-up."""
+    b, f = interpreter_started("sequential scan", SEQ_FILE, interp)
     b.event(4, 1, Op.FADVISE, -1, 0, SEQ_FILE, Advice.SEQUENTIAL, f)
     flags = MapFlag.SHARED | MapFlag.READ | (MapFlag.POPULATE if mode == "populate" else 0)
     m = b.mmap(5, 1, "m", SEQ_FILE, file=f, flags=flags)
@@ -341,7 +348,6 @@ def test_sequential_scan_through_a_small_cgroup_matches_the_kernel(tmp_path, mod
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
     import json
-    import pandas as pd
     from kmemsim.recorder import run_command
     path = random_file(tmp_path / "f.bin", SEQ_FILE, seed=5)
     script, out = tmp_path / "scan.py", tmp_path / "interp.json"
@@ -352,10 +358,7 @@ def test_sequential_scan_through_a_small_cgroup_matches_the_kernel(tmp_path, mod
     assert rc == 0
     s = json.load(open(tmp_path / "run" / "summary.json"))
     live_added = s["files"][str(path)]["pages_added"]
-    fm = pd.read_parquet(tmp_path / "run" / "raw" / "filemap.parquet")
-    other = fm[(fm.kind == "add") & (fm.ino != os.stat(path).st_ino)]
-    interp_file = int((1 << other.order.to_numpy().astype(np.int64)).sum())
-    interp_anon = -(-json.load(open(out))["anon_kb"] // 4)
-    emu_added = emulated_seq_scan(mode, limit, read_ahead_kb(str(path)), interp_file, interp_anon)
+    interp = measured_interpreter(str(tmp_path / "run"), path, out)
+    emu_added = emulated_seq_scan(mode, limit, read_ahead_kb(str(path)), interp)
     assert live_added > 1.2 * SEQ_FILE             # readahead against reclaim: read over once
     assert abs(emu_added - live_added) <= 0.1 * live_added, (emu_added, live_added)
