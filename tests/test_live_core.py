@@ -283,28 +283,34 @@ def test_decode_cycle_with_a_cold_heap_matches_the_kernel(tmp_path, zram):
     # room they leave keeps more of the file cycle cached (workingset_refault() activating what
     # comes back within the active list plus anon); without swap the cycle thrashes. Live runs with
     # zram read 375-494 MiB of the file (the emulator 360-373), without swap 981-1,145 MiB (the
-    # emulator 996-1,017); pages swapped out 4.9-6.8 k live, 5.6 k emulated. Asserted: pages read
-    # within 20% without swap; with zram within 30%, since one live run alone moves by a third
-    # (375-494 MiB; a CI run read 474 MiB against the emulator's 373, -21%); swap-out within 2x.
+    # emulator 996-1,017); pages swapped out 4.9-6.8 k live, 5.6 k emulated. One live run alone
+    # moves by up to a third (with zram 375-494 MiB; without swap a CI run read 850 MiB), so the
+    # mean of two runs is asserted: pages read within 20% without swap and 30% with zram (where the
+    # emulator sits at the low end), swap-out within 2x.
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
     import json
     from kmemsim.recorder import run_command
     path = random_file(tmp_path / "f.bin", DEC_FILE, seed=2)
-    script, out = tmp_path / "decode.py", tmp_path / "interp.json"
+    script = tmp_path / "decode.py"
     script.write_text(DECODE)
-    rc = run_command([sys.executable, str(script), str(path), str(DEC_LO), str(DEC_HI), str(DEC_PASSES),
-                      str(DEC_HEAP), str(out)], str(tmp_path / "run"), mem_limit=str(DEC_LIMIT), zram=zram,
-                     swappiness=60, drop_caches=True, smaps_interval=0)
-    assert rc == 0
-    s = json.load(open(tmp_path / "run" / "summary.json"))
-    live_added = s["files"][str(path)]["pages_added"]
-    interp = measured_interpreter(str(tmp_path / "run"), path, out)
-    emu_added, emu = emulated_decode_cycle(zram, read_ahead_kb(str(path)), interp)
-    assert abs(emu_added - live_added) <= (0.3 if zram else 0.2) * live_added, (emu_added, live_added)
+    live, emulated, live_swap, emu_swap = [], [], [], []
+    for k in range(2):                 # one live run alone moves by up to a third: the mean of two
+        run, out = tmp_path / f"run{k}", tmp_path / f"interp{k}.json"
+        rc = run_command([sys.executable, str(script), str(path), str(DEC_LO), str(DEC_HI), str(DEC_PASSES),
+                          str(DEC_HEAP), str(out)], str(run), mem_limit=str(DEC_LIMIT), zram=zram,
+                         swappiness=60, drop_caches=True, smaps_interval=0)
+        assert rc == 0
+        s = json.load(open(run / "summary.json"))
+        live.append(s["files"][str(path)]["pages_added"])
+        live_swap.append(s["vmstat_delta"]["pswpout"])
+        emu_added, emu = emulated_decode_cycle(zram, read_ahead_kb(str(path)), measured_interpreter(str(run), path, out))
+        emulated.append(emu_added)
+        emu_swap.append(emu["pswpout"])
+    live_added, emu_added = np.mean(live), np.mean(emulated)
+    assert abs(emu_added - live_added) <= (0.3 if zram else 0.2) * live_added, (emulated, live)
     if zram:
-        live_swap = s["vmstat_delta"]["pswpout"]
-        assert live_swap > 0 and 1 / 2 <= emu["pswpout"] / live_swap <= 2, (emu["pswpout"], live_swap)
+        assert min(live_swap) > 0 and 1 / 2 <= np.mean(emu_swap) / np.mean(live_swap) <= 2, (emu_swap, live_swap)
 
 
 # A sequential scan of a file much larger than its cgroup, page by page, as a reader with

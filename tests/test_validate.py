@@ -4,7 +4,8 @@ issue's bounds where they hold run after run (docs/validation.md): `storage_read
 within 10%, the cgroup's peak charge within 10%, swap-out within 20% where swapping happened.
 Prompt 64, decode 8, context 512 (the grid of docs/validation.md); under a minute in all.
 
-- A small synthetic f16 llama (4 layers, 143 MiB) at 200%: the model, the engine and the context fit;
+- A small synthetic f16 llama (4 layers, 143 MiB) at 250%: the model, the engine and the context fit
+  (at 200% they fill the cgroup to within a few MiB, and a run now and then evicts 4 MiB);
   what is read is the GGUF header through stdio's 4 KiB fread() (gguf_init_from_file), then the whole
   file through MAP_POPULATE with FADV_SEQUENTIAL read-around and async readahead.
 - The same small model at 40%: the model is read 13 times over (readahead against reclaim, the
@@ -51,12 +52,12 @@ def _needs_live():
 
 
 # (model fixture, limit) -> the bounded metrics asserted there: every bound that holds at that limit
-# run after run. The small model's peak at 200% is left out: page cache is charged to the cgroup that
+# run after run. The small model's peak at 250% is left out: page cache is charged to the cgroup that
 # first faults it in, so when another process on the machine has libpython/numpy cached, the live
 # peak is lower by the engine's libraries (~30 MiB, 15% of this model's run) than the engine baseline
 # measured alone; major faults without pressure are the libraries' first faults after drop_caches
 # (a few dozen, varying run to run with what other processes keep cached).
-CASES = [("small_model", "200%", ("storage_read_bytes", "file_evicted_bytes", "swap_out_bytes")),
+CASES = [("small_model", "250%", ("storage_read_bytes", "file_evicted_bytes", "swap_out_bytes")),
          # under heavy pressure: six live runs read 1,853-1,972 MiB (prediction 1,954), swapped 34-35
          # MiB out (33) and took 7,684-8,060 major faults (7,964)
          ("small_model", "40%", ("storage_read_bytes", "file_evicted_bytes", "major_faults", "swap_out_bytes")),
@@ -154,22 +155,27 @@ def test_referenced_bits_follow_the_touches():
     # ptep_test_and_clear_young, folio_clear_referenced); smaps' Referenced counts a page again once
     # it is touched (smaps_account: pte_young || folio_test_referenced). engine_warm_set reads the
     # engine's working set per step this way.
+    import gc
     import mmap
     from kmemsim import validate as V
-    n, k = 2048, 1024
+    n, k = 16384, 8192
     buf = mmap.mmap(-1, n * 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # as malloc's
     buf.write(b"x" * (n * 4096))                 # fault every page in
     grows = []
-    for touch in (0, k):
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("1")
-        for i in range(touch):
-            buf[i * 4096] = 1
-        grows.append(V.referenced_pages(os.getpid())["anon"])
-    buf.close()
-    # the same code runs in both intervals (a few dozen pages of the interpreter's own, which vary by
-    # some); only the k touched pages differ
-    assert abs(grows[1] - grows[0] - k) <= 64
+    gc.disable()                                 # no collection walking the heap in one interval only
+    try:
+        for touch in (0, k):
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("1")
+            for i in range(touch):
+                buf[i * 4096] = 1
+            grows.append(V.referenced_pages(os.getpid())["anon"])
+    finally:
+        gc.enable()
+        buf.close()
+    # the same code runs in both intervals (the interpreter's own pages, a few hundred in a large test
+    # process, which vary between the two); only the k touched pages differ
+    assert abs(grows[1] - grows[0] - k) <= 0.05 * k
 
 
 def test_host_pages_complete_the_measured_working_set(small_model):
