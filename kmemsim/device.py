@@ -1,9 +1,10 @@
 """Device profiles: what a count costs in seconds on a device (workloads/devices/*.toml).
 
 A profile holds flash read latency and bandwidth by I/O size, zram compress/decompress speed per
-algorithm, what reclaim costs (per page scanned, per file folio dropped, per page swapped out), compute speed for prefill and decode, and the kernel
-settings the device implies (mapped onto kmemsim.emulator.Config fields). Counts come from the
-emulator; kmemsim.timing multiplies them by a profile.
+algorithm, what reclaim costs (per page scanned, per file folio dropped, per page swapped out),
+compute speed for prefill and decode, and the kernel settings the device implies (mapped onto
+kmemsim.emulator.Config fields). Counts come from the emulator; kmemsim.timing multiplies them by a
+profile.
 """
 from __future__ import annotations
 

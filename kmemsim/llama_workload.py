@@ -142,11 +142,11 @@ def _is_matmul_weight(t: TensorInfo) -> bool:
             and "norm" not in n and "ffn_gate_inp" not in n)
 
 
-
 def random_token_ids(rng, n_vocab, n):
     """n token ids drawn uniformly above the 259 byte and special tokens (from 0 in a vocabulary that
     small): a prompt nobody wrote, or a greedy decode whose ids depend on the weights."""
     return rng.integers(259 if n_vocab > 259 else 0, n_vocab, size=n)
+
 
 class LlamaSession:
     """One llama.cpp process: a model loaded once, a context (KV cache), and requests on it.
@@ -337,9 +337,7 @@ class LlamaSession:
         for mm in np.unique(m[sel]):
             k = sel & (m == mm)
             o = np.argsort(a[k], kind="stable")
-            s_, e_ = a[k][o], (a[k] + n[k])[o]
-            reach = np.concatenate([s_[:1], np.maximum.accumulate(e_)[:-1]])
-            total += int(np.maximum(0, e_ - np.maximum(s_, reach)).sum())
+            total += int(_runs(a[k][o] * P, (a[k] + n[k])[o] * P)[1].sum())
         return total
 
     def _host_touch(self, t, kind):

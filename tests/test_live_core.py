@@ -40,6 +40,19 @@ def random_file(path, pages, seed):
     return path
 
 
+def recorded_run(program, run, args, mem_limit, zram):
+    """Python source `program` run with args under the recorder (kmemsim.recorder.run_command): a
+    fresh memory cgroup of mem_limit bytes, page cache dropped first. Returns its summary.json."""
+    import json
+    from kmemsim.recorder import run_command
+    script = run.parent / f"{run.name}.py"
+    script.write_text(program)
+    rc = run_command([sys.executable, str(script), *map(str, args)], str(run), mem_limit=str(mem_limit),
+                     zram=zram, swappiness=60, drop_caches=True, smaps_interval=0)
+    assert rc == 0
+    return json.load(open(run / "summary.json"))
+
+
 def read_ahead_kb(path):
     dev = os.stat(path).st_dev
     major, minor = os.major(dev), os.minor(dev)
@@ -186,16 +199,9 @@ def test_cyclic_scan_under_a_memcg_limit_matches_the_kernel(tmp_path, pct):
     # active list and the live count swings further (60%: 12.5 k, 39 k; 80%: 325 k, 402 k).
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
-    import json
-    from kmemsim.recorder import run_command
     path = random_file(tmp_path / "f.bin", SCAN_PAGES, seed=1)
-    script = tmp_path / "scan.py"
-    script.write_text(SCAN)
     limit = SCAN_PAGES * 4096 * pct // 100
-    rc = run_command([sys.executable, str(script), str(path), str(SCAN_PASSES)], str(tmp_path / "run"),
-                     mem_limit=str(limit), zram="lz4:1G", swappiness=60, drop_caches=True, smaps_interval=0)
-    assert rc == 0
-    s = json.load(open(tmp_path / "run" / "summary.json"))
+    s = recorded_run(SCAN, tmp_path / "run", [path, SCAN_PASSES], limit, "lz4:1G")
     live_added = s["files"][str(path)]["pages_added"]
     live = s["vmstat_delta"]
     emu = emulated_scan(limit, read_ahead_kb(str(path)))
@@ -289,19 +295,11 @@ def test_decode_cycle_with_a_cold_heap_matches_the_kernel(tmp_path, zram):
     # emulator sits at the low end), swap-out within 2x.
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
-    import json
-    from kmemsim.recorder import run_command
     path = random_file(tmp_path / "f.bin", DEC_FILE, seed=2)
-    script = tmp_path / "decode.py"
-    script.write_text(DECODE)
     live, emulated, live_swap, emu_swap = [], [], [], []
     for k in range(2):                 # one live run alone moves by up to a third: the mean of two
         run, out = tmp_path / f"run{k}", tmp_path / f"interp{k}.json"
-        rc = run_command([sys.executable, str(script), str(path), str(DEC_LO), str(DEC_HI), str(DEC_PASSES),
-                          str(DEC_HEAP), str(out)], str(run), mem_limit=str(DEC_LIMIT), zram=zram,
-                         swappiness=60, drop_caches=True, smaps_interval=0)
-        assert rc == 0
-        s = json.load(open(run / "summary.json"))
+        s = recorded_run(DECODE, run, [path, DEC_LO, DEC_HI, DEC_PASSES, DEC_HEAP, out], DEC_LIMIT, zram)
         live.append(s["files"][str(path)]["pages_added"])
         live_swap.append(s["vmstat_delta"]["pswpout"])
         emu_added, emu = emulated_decode_cycle(zram, read_ahead_kb(str(path)), measured_interpreter(str(run), path, out))
@@ -355,16 +353,9 @@ def test_sequential_scan_through_a_small_cgroup_matches_the_kernel(tmp_path, mod
     # emulated figure moves by 20% with a few of its pages.
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
-    import json
-    from kmemsim.recorder import run_command
     path = random_file(tmp_path / "f.bin", SEQ_FILE, seed=5)
-    script, out = tmp_path / "scan.py", tmp_path / "interp.json"
-    script.write_text(SEQ_SCAN)
-    limit = mib << 20
-    rc = run_command([sys.executable, str(script), str(path), mode, str(out)], str(tmp_path / "run"),
-                     mem_limit=str(limit), zram="lz4:1G", swappiness=60, drop_caches=True, smaps_interval=0)
-    assert rc == 0
-    s = json.load(open(tmp_path / "run" / "summary.json"))
+    out, limit = tmp_path / "interp.json", mib << 20
+    s = recorded_run(SEQ_SCAN, tmp_path / "run", [path, mode, out], limit, "lz4:1G")
     live_added = s["files"][str(path)]["pages_added"]
     interp = measured_interpreter(str(tmp_path / "run"), path, out)
     emu_added = emulated_seq_scan(mode, limit, read_ahead_kb(str(path)), interp)
