@@ -83,6 +83,7 @@ class RunDir:
         trace, tstats = build_trace(rec, tables)
         atomic_write(self.p("events.parquet"), lambda tmp: tr.save(trace, tmp))
         summ = summary(rec, tables, status, samples, tstats, cg=cg, rusage=rusage, faults=faults, pid=pid)
+        summ["t0_monotonic_ns"] = int(t0)         # event times t are ns after this CLOCK_MONOTONIC instant
         env = dict(env or {})
         env["read_ahead_kb"] = {d: read_ahead_kb(d) for d in sorted({f["dev"] for f in summ["files"].values()})}
         self.write_json("kernel.json", env)

@@ -23,6 +23,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from . import phases
 from .errors import InputError
 from .units import parse_size
 
@@ -111,6 +112,8 @@ llm = llama_cpp.Llama(model_path=model, n_ctx=C, n_batch=B, n_ubatch=U, n_thread
                       use_mmap=True, use_mlock=False, verbose=True)
 t1 = time.monotonic()
 res["load_s"] = t1 - t0
+# the phases on CLOCK_MONOTONIC, the recorder's clock (summary.json t0_monotonic_ns): kmemsim.phases
+res["marks_ns"] = {"load": int(t0 * 1e9)}
 nv = llm.n_vocab()
 bos, eos = llm.token_bos(), llm.token_eos()
 #REFERENCE_PROMPT#
@@ -124,11 +127,14 @@ mark("prompt")
 t2 = time.monotonic()
 llm.eval(toks)
 t3 = time.monotonic()
+res["marks_ns"]["prompt"] = int(t2 * 1e9)
 res["ttft_s"] = t3 - t2
 steps, gen = [], []
 for j in range(M):
     mark("decode")
     a = time.monotonic()
+    if j == 0:
+        res["marks_ns"]["decode"] = int(a * 1e9)
     # llama-cpp-python 0.3.36's eval() no longer copies logits (logits_all=False): read llama.cpp's buffer
     logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(nv,)).copy()
     logits[eos] = -np.inf
@@ -137,6 +143,7 @@ for j in range(M):
     steps.append(time.monotonic() - a)
     gen.append(tok)
 mark("end")
+res["marks_ns"]["teardown"] = time.monotonic_ns()
 res["decode_steps_s"] = steps
 res["tpot_s"] = float(np.median(steps)) if steps else None
 res["tokens"] = gen
@@ -591,7 +598,9 @@ def markdown(df: pd.DataFrame) -> str:
 def write_outputs(df, out, runs, model):
     from .rundir import atomic_write
     atomic_write(os.path.join(out, "validation.csv"), lambda tmp: df.to_csv(tmp, index=False))
-    md = markdown(df)
+    ph = phases.table(runs, model)
+    atomic_write(os.path.join(out, "validation-phases.csv"), lambda tmp: ph.to_csv(tmp, index=False))
+    md = markdown(df) + phases.markdown(ph)
     atomic_write(os.path.join(out, "validation.md"), lambda tmp: open(tmp, "w").write(md))
     try:
         plots(out, runs, model)

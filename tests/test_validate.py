@@ -20,12 +20,15 @@ tipping point, so a 10% bound would be a coin toss; the grid's figures and misse
 docs/validation.md.
 
 Plus input checks of `kmemsim validate` / `kmemsim predict` (no root needed)."""
+import json
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from kmemsim import phases
 from kmemsim.cli import main
 
 SHAPE = dict(type="f16", n_layer=4, n_embd=768, n_ff=2048, n_head=12, n_head_kv=4, n_vocab=32000)
@@ -80,6 +83,32 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
         r = rows.loc[m]
         assert V.within(m, r.predicted, r.measured), (m, r.predicted, r.measured, r.rel_error)
         assert r.predicted_lo <= r.predicted <= r.predicted_hi      # the band holds the prediction
+    # per phase: the child's CLOCK_MONOTONIC stamps on the recorder's clock partition the live run
+    ph = pd.read_csv(tmp_path / "out" / "validation-phases.csv")
+    assert set(ph.aligned) == {"marks"}
+    tot = ph.groupby("counter")[["predicted", "measured"]].sum()
+    assert tot.loc["swap_out_pages", "measured"] * V.PAGE == rows.loc["swap_out_bytes", "measured"]
+    assert tot.loc["swap_out_pages", "predicted"] * V.PAGE == rows.loc["swap_out_bytes", "predicted"]
+    assert tot.loc["major_faults", "predicted"] == rows.loc["major_faults", "predicted"]
+    d = tmp_path / "out" / limit.replace("%", "pct")
+    starts, _ = phases.boundaries(str(d / "run"), json.load(open(d / "llama_result.json")), path)
+    fm = pd.read_parquet(d / "run" / "raw" / "filemap.parquet")
+    first = fm[(fm.kind == "add") & (fm.ino == os.stat(path).st_ino)].t.min()
+    assert starts[0] <= first < starts[1]       # Llama() (gguf_init_from_file) reads the model's first page
+
+
+def test_phases_partition_the_prediction(small_model):
+    # every counter of the emulated run falls in exactly one reference phase: start-up (before the
+    # trace's first phase mark), load, prompt, decode, teardown
+    from kmemsim import predict as P
+    out = P.predict(small_model, 64, 4, 512, int(os.path.getsize(small_model) * 0.6), keep_result=True)
+    res = out["_result"]
+    ph = phases.predicted(res)
+    for c, col in phases.COUNTERS.items():
+        assert ph[c].sum() == res.summary[col]
+    assert (ph["file_pages_added"][["load", "prompt", "decode"]] > 0).all()   # each phase reads weights
+    assert phases._predicted_phase("#3 decode token 0") == "decode"
+    assert phases._predicted_phase("#11 request 0 end") == "teardown"
 
 
 def test_validate_rejects_bad_input(small_model, tmp_path):

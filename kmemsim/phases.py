@@ -1,0 +1,143 @@
+"""Where in the reference run the prediction and the live kernel part: the run's counters per phase.
+
+The phases are the reference run's own (kmemsim.validate's child): start-up (interpreter, imports),
+load (Llama(): the loader, the context), prompt (the prompt's llama_decode), decode (every decode
+step) and teardown (after the last step: Py_FinalizeEx, llama_free, exit). Live, the child stamps
+each phase's start on CLOCK_MONOTONIC (llama_result.json `marks_ns`), the clock the recorder's event
+times count from (summary.json `t0_monotonic_ns`). A live run recorded before the stamps existed is
+aligned on its first model-file page instead (the loader's first read; `aligned` says which). The
+prediction's phases are the trace's phase marks (LlamaSession): load, request/prefill ubatches,
+decode tokens, the request's end; the start-up is what comes before the first mark.
+
+Counters (pages, except major faults): page-cache pages added and deleted (every file the run
+touched), major faults, pages swapped out and in."""
+import json
+import os
+
+import numpy as np
+import pandas as pd
+
+PHASES = ("start-up", "load", "prompt", "decode", "teardown")
+COUNTERS = {                # name: predicted per-phase column (kmemsim.emulator Result.per_phase)
+    "file_pages_added": "file_pages_added",
+    "file_pages_deleted": "file_pages_deleted",
+    "major_faults": "pgmajfault",
+    "swap_out_pages": "pswpout",
+    "swap_in_pages": "pswpin",
+}
+
+
+def _predicted_phase(name):
+    """The reference phase of one of LlamaSession's phase marks ('#3 decode token 0' -> 'decode')."""
+    name = name.split(" ", 1)[1] if name.startswith("#") else name
+    if name.startswith("load") or (name.startswith("request") and not name.endswith("end")):
+        return "load"
+    if name.startswith("prefill"):
+        return "prompt"
+    if name.startswith("decode"):
+        return "decode"
+    return "teardown"
+
+
+def predicted(result) -> pd.DataFrame:
+    """Per reference phase (rows) and counter (columns), from an emulator Result."""
+    pp = result.per_phase
+    out = pd.DataFrame(0, index=list(PHASES), columns=list(COUNTERS), dtype=np.int64)
+    for name, row in pp.iterrows():
+        for c, col in COUNTERS.items():
+            out.loc[_predicted_phase(str(name)), c] += int(row.get(col, 0))
+    for c, col in COUNTERS.items():        # what the trace did before its first phase mark
+        out.loc["start-up", c] = int(result.summary.get(col, 0)) - int(out[c].sum())
+    return out
+
+
+def boundaries(run_dir, llama_result, model):
+    """The live phases' start times in ns after the recorder's start, and how they were aligned."""
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        t0 = json.load(f).get("t0_monotonic_ns")
+    marks = llama_result.get("marks_ns")
+    if marks and t0:
+        starts = [marks.get(k) for k in ("load", "prompt", "decode", "teardown")]
+        if all(v is not None for v in starts):
+            return [v - t0 for v in starts], "marks"
+    # an older run: anchored on the model file's first page added, then the child's durations
+    fm = pd.read_parquet(os.path.join(run_dir, "raw", "filemap.parquet"), columns=["t", "kind", "ino"])
+    first = fm[(fm.kind == "add") & (fm.ino == os.stat(model).st_ino)].t
+    if first.empty:
+        return None, "none"
+    load = int(first.min())
+    prompt = load + int(llama_result["load_s"] * 1e9)
+    decode = prompt + int(llama_result["ttft_s"] * 1e9)
+    return [load, prompt, decode, decode + int(sum(llama_result.get("decode_steps_s", [])) * 1e9)], \
+        "first model page"
+
+
+def measured(run_dir, llama_result, model):
+    """Per reference phase and counter from the live run's records, and the alignment used."""
+    starts, aligned = boundaries(run_dir, llama_result, model)
+    if starts is None:
+        return None, aligned
+    edges = np.array([-np.inf] + list(starts) + [np.inf])
+    out = pd.DataFrame(0, index=list(PHASES), columns=list(COUNTERS), dtype=np.int64)
+
+    def add(counter, t, weights):
+        out[counter] += np.histogram(np.asarray(t, float), bins=edges, weights=weights)[0].astype(np.int64)
+
+    fm = pd.read_parquet(os.path.join(run_dir, "raw", "filemap.parquet"))
+    if "tracked" in fm:
+        fm = fm[fm.tracked == 1]
+    for kind, c in (("add", "file_pages_added"), ("delete", "file_pages_deleted")):
+        x = fm[fm.kind == kind]
+        add(c, x.t, np.left_shift(1, x.order.to_numpy().astype(np.int64)))
+    sw = pd.read_parquet(os.path.join(run_dir, "raw", "swapio.parquet"))
+    if "tracked" in sw:
+        sw = sw[sw.tracked == 1]
+    for w, c in ((1, "swap_out_pages"), (0, "swap_in_pages")):
+        x = sw[sw.write == w]
+        add(c, x.t, x.nr_sector.to_numpy() // 8)
+    # the memcg's pgmajfault, sampled (recorder interval): the counter at each phase's start
+    s = pd.read_parquet(os.path.join(run_dir, "samples.parquet"), columns=["t", "memcg_total_pgmajfault"])
+    s = s.dropna()
+    if len(s):
+        t, v = s.t.to_numpy(float), s.memcg_total_pgmajfault.to_numpy(np.int64)
+        at = v[np.clip(np.searchsorted(t, edges[1:-1], side="right") - 1, 0, len(v) - 1)]
+        out["major_faults"] = np.diff(np.concatenate([[v[0]], at, [v[-1]]]))
+    return out, aligned
+
+
+def table(runs, model) -> pd.DataFrame:
+    """Long table: limit, phase, counter, predicted, measured, aligned; runs as kmemsim.validate
+    collects them ({label: (dir, emulator Result, measured)})."""
+    rows = []
+    for label, (d, res, _meas) in runs.items():
+        p = os.path.join(d, "llama_result.json")
+        if not os.path.exists(p):
+            continue
+        with open(p) as f:
+            lr = json.load(f)
+        live, aligned = measured(os.path.join(d, "run"), lr, model)
+        if live is None:
+            continue
+        pred = predicted(res)
+        for ph in PHASES:
+            for c in COUNTERS:
+                rows.append({"limit": label, "phase": ph, "counter": c, "predicted": int(pred.loc[ph, c]),
+                             "measured": int(live.loc[ph, c]), "aligned": aligned})
+    return pd.DataFrame(rows, columns=["limit", "phase", "counter", "predicted", "measured", "aligned"])
+
+
+def markdown(df: pd.DataFrame) -> str:
+    """One table per limit: phases by counters, 'predicted / measured'."""
+    if df.empty:
+        return ""
+    out = ["", "## Per phase (predicted / measured; pages, major faults as counted)", ""]
+    for label, g in df.groupby("limit", sort=False):
+        out += [f"### {label} (aligned on {g.aligned.iloc[0]})", "",
+                "| phase | " + " | ".join(c.replace("_", " ") for c in COUNTERS) + " |",
+                "|---|" + "---:|" * len(COUNTERS)]
+        for ph in PHASES:
+            r = g[g.phase == ph].set_index("counter")
+            out.append(f"| {ph} | " + " | ".join(f"{r.loc[c, 'predicted']:,} / {r.loc[c, 'measured']:,}"
+                                                 for c in COUNTERS) + " |")
+        out.append("")
+    return "\n".join(out)
