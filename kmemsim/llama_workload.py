@@ -340,15 +340,19 @@ class LlamaSession:
             total += int(_runs(a[k][o] * P, (a[k] + n[k])[o] * P)[1].sum())
         return total
 
-    def _host_touch(self, t, kind):
+    def _host_touch(self, ts, kind):
         """The host program's pages around this llama_decode call (HostSet): its anonymous pages
-        beyond those of llama.cpp's buffers this ubatch touched, then its libraries' pages."""
+        beyond those of llama.cpp's buffers this ubatch touched, written at each time in ts (each
+        layer's attention, then the call's end), and its libraries' pages, read at the last. The
+        anonymous ones are touched throughout the call: llama.cpp's graph (the context's meta buffer,
+        rebuilt by every llama_decode) and ggml's work buffer serve every node. Live, the warm set
+        comes through the prompt's reclaim: a few pages swapped back in at its end (docs/validation.md)."""
         h = self.host
         extra = min(h.heap_pages, h.anon.get(kind, 0) - self._anon_pages_touched())
-        if extra > 0:
+        for t in ts if extra > 0 else ():
             self._acc(t, Op.WRITE, h.heap, 0, extra * P)
         for m, n in h.files.get(kind, ()):
-            self._acc(t, Op.READ, m, 0, n * P)
+            self._acc(ts[-1], Op.READ, m, 0, n * P)
 
     def _phase(self, t, name):
         self._flush()
@@ -506,6 +510,7 @@ class LlamaSession:
         cb = min(self.compute_bytes, self._compute_bytes(n_tok, n_kv))
         self._acc(int(cur), Op.WRITE, self.m_compute, 0, cb)
         tm_ = TimeCursor(cur, scale)
+        layer_times = []
         last = f"blk.{hp['n_layer'] - 1}."
         for kind, name in self.order:
             if n_out == 0 and kind != "kv" and (name.startswith(last + "ffn") or
@@ -549,12 +554,13 @@ class LlamaSession:
                 tm_.adv(len(ex) * sl)
             elif kind == "kv":
                 self._kv(int(tm_.t), name, pos0, len(tokens), n_kv, streams)
+                layer_times.append(int(tm_.t))
         # logits copied out of the compute buffer, then sampled
         ob = 4 * hp["n_vocab"] * n_out
         self._acc(int(tm_.t), Op.WRITE, self.m_out, 0, ob)
         self._acc(int(tm_.t), Op.READ, self.m_out, 0, ob)
         if self.host:
-            self._host_touch(int(tm_.t), "decode" if phase.startswith("decode") else "prompt")
+            self._host_touch(layer_times + [int(tm_.t)], "decode" if phase.startswith("decode") else "prompt")
         self.n_ubatches += 1
         return int(np.ceil(max(t + dur, tm_.t)))
 
