@@ -15,7 +15,7 @@ Every weight tensor read by a ubatch is ONE range event (its pages); token_embd 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -91,13 +91,17 @@ class HostSet:
     (kmemsim.validate.engine_warm_set). Kept referenced every step, reclaim activates them
     (folio_check_references: anon -> activate, VM_EXEC file -> activate).
       heap, heap_pages: the host's anonymous mapping and its size;
-      anon: per kind ("prompt", "decode"), the anonymous pages one call references, llama.cpp's own
+      anon: per kind ("prompt", "decode"), the anonymous pages one step references, llama.cpp's own
         buffers included: the session touches in `heap` only what its buffers do not account for;
-      files: per kind, [(map, pages)]: the pages of each library mapping touched."""
+      files: per kind, [(map, pages)]: the pages of each library mapping touched;
+      call_anon: per kind, the anonymous pages the llama_decode call alone references (buffers
+        included); the rest of the step's, the interpreter's before the call (reading the logits,
+        sampling), is written once as the ubatch starts. A kind not in it: all within the call."""
     heap: int
     heap_pages: int
     anon: dict
     files: dict
+    call_anon: dict = field(default_factory=dict)
 
 
 class _Layer:
@@ -163,6 +167,7 @@ class LlamaSession:
         # the pages a ubatch touches are still estimated (_compute_bytes), capped by it
         self.compute_buffer_bytes = compute_buffer_bytes
         self.host = host
+        self._host_hi = 0                  # heap pages [0, _host_hi) have been written by a call
         self._anon_maps = set()
         self.hp = self.L.hparams
         self.b = builder
@@ -340,17 +345,25 @@ class LlamaSession:
             total += int(_runs(a[k][o] * P, (a[k] + n[k])[o] * P)[1].sum())
         return total
 
-    def _host_touch(self, ts, kind):
+    def _host_touch(self, start, ts, kind):
         """The host program's pages around this llama_decode call (HostSet): its anonymous pages
-        beyond those of llama.cpp's buffers this ubatch touched, written at each time in ts (each
-        layer's attention, then the call's end), and its libraries' pages, read at the last. The
-        anonymous ones are touched throughout the call: llama.cpp's graph (the context's meta buffer,
-        rebuilt by every llama_decode) and ggml's work buffer serve every node. Live, the warm set
-        comes through the prompt's reclaim: a few pages swapped back in at its end (docs/validation.md)."""
+        beyond those of llama.cpp's buffers this ubatch touched, and its libraries' pages, read at the
+        call's end (ts[-1]). Of the anonymous ones, those the call references are written at each
+        time in ts (each layer's attention, then the call's end): llama.cpp's graph (the context's
+        meta buffer, rebuilt by every llama_decode) and ggml's work buffer serve every node; the
+        interpreter's own, before the call, at `start`."""
         h = self.host
-        extra = min(h.heap_pages, h.anon.get(kind, 0) - self._anon_pages_touched())
-        for t in ts if extra > 0 else ():
-            self._acc(t, Op.WRITE, h.heap, 0, extra * P)
+        own = self._anon_pages_touched()
+        extra = min(h.heap_pages, h.anon.get(kind, 0) - own)
+        call = max(0, min(extra, h.call_anon.get(kind, h.anon.get(kind, 0)) - own))
+        # the interpreter's pages are none of those a call writes (no call runs that code): they go
+        # past the most any call has written
+        self._host_hi = max(self._host_hi, call)
+        py = min(extra - call, h.heap_pages - self._host_hi)
+        if py > 0:
+            self._acc(start, Op.WRITE, h.heap, self._host_hi * P, py * P)
+        for t in ts if call > 0 else ():
+            self._acc(t, Op.WRITE, h.heap, 0, call * P)
         for m, n in h.files.get(kind, ()):
             self._acc(ts[-1], Op.READ, m, 0, n * P)
 
@@ -560,7 +573,8 @@ class LlamaSession:
         self._acc(int(tm_.t), Op.WRITE, self.m_out, 0, ob)
         self._acc(int(tm_.t), Op.READ, self.m_out, 0, ob)
         if self.host:
-            self._host_touch(layer_times + [int(tm_.t)], "decode" if phase.startswith("decode") else "prompt")
+            self._host_touch(int(cur), layer_times + [int(tm_.t)],
+                             "decode" if phase.startswith("decode") else "prompt")
         self.n_ubatches += 1
         return int(np.ceil(max(t + dur, tm_.t)))
 

@@ -102,7 +102,8 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
             return out
         kinds = ("prompt", "decode")
         host = lw.HostSet(heap, apages, {k: int(warm[k]["anon"]) for k in kinds},
-                          {k: touches(warm[k]) for k in kinds})
+                          {k: touches(warm[k]) for k in kinds},
+                          {"decode": int(warm["decode_call"]["anon"])} if "decode_call" in warm else {})
     first_map = b._next_map
     s = lw.LlamaSession(model, b, pid=PID, ctx=ctx, batch=batch, ubatch=ubatch,
                         compute_buffer_bytes=compute, host=host)

@@ -139,6 +139,8 @@ for j in range(M):
     logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(nv,)).copy()
     logits[eos] = -np.inf
     tok = int(np.argmax(logits))
+    if j % 2 == 0:
+        mark("call")                 # warm: every other step split where the interpreter calls llama_decode
     llm.eval([tok])
     steps.append(time.monotonic() - a)
     gen.append(tok)
@@ -410,23 +412,26 @@ def referenced_pages(pid, skip=()) -> dict:
 def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=5) -> dict:
     """The pages the engine touches around each llama_decode call: the reference run without a limit
     (child mode "warm"), the referenced bits cleared (/proc/PID/clear_refs) before the prompt and
-    before each decode step and read (/proc/PID/smaps) after it, by this process while the child waits.
+    before each decode step and read (/proc/PID/smaps) after it, by this process while the child waits;
+    every other step is also split where the interpreter calls llama_decode (after reading the logits
+    and sampling), so `decode_call` counts the anonymous pages the call alone references.
     Anonymous pages (interpreter, llama-cpp-python, llama.cpp's heap and buffers) and per library the
     pages of its executable mappings (`exec`: text) and of the others (`files`: rodata, relro); the
     model file is left out (the workload generator has it). The
     kernel's reclaim sees these as referenced every step (folio_referenced in shrink_folio_list:
     anon -> activate; a VM_EXEC file page -> activate). Returns {"prompt": {...}, "decode": {...}},
-    each {"anon": pages, "files": {basename: pages}, "exec": {basename: pages}}; decode is the median over the steps after the
-    first (the first also touches what it allocates). Cached per model file, prompt and context."""
+    each {"anon": pages, "files": {basename: pages}, "exec": {basename: pages}}, and "decode_call":
+    {"anon": pages}; decode is the median over the whole steps after the first (the first also touches
+    what it allocates), decode_call over the split ones. Cached per model file, prompt and context."""
     import hashlib
     st = os.stat(model)
     key = (f"{os.path.realpath(model)}|{st.st_size}|{int(st.st_mtime)}|{prompt}|{ctx}|{batch}|{ubatch}|"
-           f"{threads}|{steps}")
+           f"{threads}|{steps}|call")
     path = os.path.join(_cache_dir(), "warm-" + hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
     if os.path.exists(path):
         with open(path) as f:
             return json.load(f)
-    phases = []
+    windows = []                      # (mark opening it, mark closing it, decode step, referenced pages)
     with tempfile.TemporaryDirectory(prefix="kmemsim-warm-") as d:
         script = child_script(d)
         out = os.path.join(d, "warm.json")
@@ -434,13 +439,15 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
         p = subprocess.Popen(_child_argv(script, "warm", out, model, prompt, steps, ctx, batch, ubatch, threads),
                              env=_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
         try:
-            cur, skip = None, {os.path.realpath(model), os.path.abspath(model)}
+            cur, step, skip = None, -1, {os.path.realpath(model), os.path.abspath(model)}
             for line in p.stdout:
                 if not line.startswith("KMEMSIM "):
                     continue
+                tag = line.split()[1]
                 if cur:
-                    phases.append((cur, referenced_pages(p.pid, skip)))
-                cur = line.split()[1]
+                    windows.append((cur, tag, step, referenced_pages(p.pid, skip)))
+                step += tag == "decode"
+                cur = tag
                 if cur != "end":
                     with open(f"/proc/{p.pid}/clear_refs", "w") as f:
                         f.write("1")      # clear the referenced bits of every page of the child
@@ -451,17 +458,19 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        if p.returncode != 0 or len(phases) != steps + 1:
+        if p.returncode != 0 or len(windows) != 1 + steps + (steps + 1) // 2:
             err.seek(0)
             raise InputError(f"llama.cpp could not run {model} to measure the engine's warm set "
                              f"({(err.read().strip().splitlines() or [p.returncode])[-1]})")
-    dec = [r for tag, r in phases if tag == "decode"][1:]
+    dec = [r for a, b, j, r in windows if a == "decode" and b != "call" and j >= 1]
+    call = [r for a, b, j, r in windows if a == "call" and j >= 1] or [r for a, b, j, r in windows if a == "call"]
     med = lambda xs: int(np.median(xs))
-    res = {"key": key, "prompt": phases[0][1],
+    res = {"key": key, "prompt": windows[0][3],
            "decode": {"anon": med([r["anon"] for r in dec])} | {
                k: {n: med([r[k].get(n, 0) for r in dec]) for n in sorted({n for r in dec for n in r[k]})}
                for k in ("files", "exec")},
-           "steps": [r for _, r in phases[1:]]}
+           "decode_call": {"anon": med([r["anon"] for r in call])},
+           "steps": [dict(r, window=f"{a}-{b}") for a, b, _, r in windows[1:]]}
     _atomic_json(path, res)
     return res
 

@@ -220,7 +220,8 @@ def test_host_pages_complete_the_measured_working_set(small_model):
            "library_rss": {"libpython3.11.so.1.0": [572, 736], "libggml-cpu.so.0": [200, 40]}}
     warm = {"prompt": {"anon": 2500, "files": {"libpython3.11.so.1.0": 40}, "exec": {"libggml-cpu.so.0": 60}},
             "decode": {"anon": 1000, "files": {"libpython3.11.so.1.0": 30},
-                       "exec": {"libggml-cpu.so.0": 50, "libpython3.11.so.1.0": 200}}}
+                       "exec": {"libggml-cpu.so.0": 50, "libpython3.11.so.1.0": 200}},
+            "decode_call": {"anon": 880}}
     tr, _, _ = P.build_trace(small_model, 16, 3, 512, engine=eng, warm=warm)
     c, names = tr.cols, {m["id"]: m["name"] for m in tr.meta["maps"]}
     mm = c["op"] == Op.MMAP
@@ -240,6 +241,17 @@ def test_host_pages_complete_the_measured_working_set(small_model):
         pages = {(m, p) for m, a, n in zip(c["map"][sl][acc], c["page"][sl][acc], c["npages"][sl][acc])
                  for p in range(a, a + n)}
         assert sum(m in anon for m, _ in pages) == warm[kind]["anon"], phase
+        if kind == "decode":
+            # the interpreter's part (the step's pages the call does not reference) is written as
+            # the ubatch starts, before its first weight is read, on pages no call writes
+            heap = next(m for m in anon if names[m].startswith("engine heap"))
+            t0 = c["t"][sl][acc].min()
+            first = (c["t"][sl] == t0) & (c["map"][sl] == heap) & (c["op"][sl] == Op.WRITE)
+            assert c["npages"][sl][first].sum() == warm["decode"]["anon"] - warm["decode_call"]["anon"]
+            later = {p for m, a, n, t in zip(c["map"][sl][acc], c["page"][sl][acc], c["npages"][sl][acc],
+                                              c["t"][sl][acc]) if m == heap and t > t0 for p in range(a, a + n)}
+            early = {p for a, n in zip(c["page"][sl][first], c["npages"][sl][first]) for p in range(a, a + n)}
+            assert not early & later
         for name, n in warm[kind]["exec"].items():
             assert sum(m == text[f"engine library {name} (text)"] for m, _ in pages) == n, phase
 
@@ -259,4 +271,7 @@ def test_engine_warm_set_sees_what_a_step_runs(small_model):
         assert ex.get("libllama.so", 0) > 0 and any(n.startswith("libggml-cpu") and v > 0 for n, v in ex.items())
         assert not any(n.endswith(".gguf") for n in list(ex) + list(warm[kind]["files"]))
     assert warm["prompt"]["anon"] > warm["decode"]["anon"] > 0
-    assert len(warm["steps"]) == 3
+    # reading the logits and sampling (the interpreter, before the call) touch pages the call does not
+    assert 0 < warm["decode_call"]["anon"] < warm["decode"]["anon"]
+    assert [s["window"] for s in warm["steps"]] == ["decode-call", "call-decode", "decode-decode",
+                                                    "decode-call", "call-end"]
