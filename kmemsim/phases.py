@@ -95,13 +95,17 @@ def measured(run_dir, llama_result, model):
     for w, c in ((1, "swap_out_pages"), (0, "swap_in_pages")):
         x = sw[sw.write == w]
         add(c, x.t, x.nr_sector.to_numpy() // 8)
-    # the memcg's pgmajfault, sampled (recorder interval): the counter at each phase's start
-    s = pd.read_parquet(os.path.join(run_dir, "samples.parquet"), columns=["t", "memcg_total_pgmajfault"])
-    s = s.dropna()
+    # the memcg's pgmajfault (v1 memory.stat: total_pgmajfault, v2: pgmajfault), sampled at the
+    # recorder's interval: the counter at each phase's start; -1 where the run has no such samples
+    s = pd.read_parquet(os.path.join(run_dir, "samples.parquet"))
+    col = next((c for c in ("memcg_total_pgmajfault", "memcg_pgmajfault") if c in s), None)
+    s = s[["t", col]].dropna() if col else s.iloc[:0]
     if len(s):
-        t, v = s.t.to_numpy(float), s.memcg_total_pgmajfault.to_numpy(np.int64)
+        t, v = s.t.to_numpy(float), s[col].to_numpy(np.int64)
         at = v[np.clip(np.searchsorted(t, edges[1:-1], side="right") - 1, 0, len(v) - 1)]
         out["major_faults"] = np.diff(np.concatenate([[v[0]], at, [v[-1]]]))
+    else:
+        out["major_faults"] = -1
     return out, aligned
 
 
@@ -137,7 +141,8 @@ def markdown(df: pd.DataFrame) -> str:
                 "|---|" + "---:|" * len(COUNTERS)]
         for ph in PHASES:
             r = g[g.phase == ph].set_index("counter")
-            out.append(f"| {ph} | " + " | ".join(f"{r.loc[c, 'predicted']:,} / {r.loc[c, 'measured']:,}"
-                                                 for c in COUNTERS) + " |")
+            out.append(f"| {ph} | " + " | ".join(
+                f"{r.loc[c, 'predicted']:,} / " + (f"{r.loc[c, 'measured']:,}" if r.loc[c, "measured"] >= 0 else "n/a")
+                for c in COUNTERS) + " |")
         out.append("")
     return "\n".join(out)
