@@ -72,6 +72,28 @@ def boundaries(run_dir, llama_result, model):
         "first model page"
 
 
+def axis(t, starts, end):
+    """Times t on the phase axis: phase i spans [i, i + 1) (start-up is 0), each phase's own time
+    stretched to one unit, so a live run and its prediction line up phase by phase."""
+    edges = np.array([min(0, starts[0])] + list(starts) + [max(end, starts[-1] + 1)], float)
+    t = np.asarray(t, float)
+    i = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(PHASES) - 1)
+    return i + np.clip((t - edges[i]) / np.maximum(edges[i + 1] - edges[i], 1), 0, 1)
+
+
+def predicted_axis(timeline) -> np.ndarray:
+    """An emulator timeline's rows on the phase axis (its `phase` column names the trace's mark)."""
+    ph = np.array([PHASES.index(_predicted_phase(str(n))) if n else 0 for n in timeline["phase"]])
+    t = timeline["t"].to_numpy(float)
+    out = np.empty(len(t))
+    for i in range(len(PHASES)):
+        k = ph == i
+        if k.any():
+            lo, hi = t[k].min(), t[k].max()
+            out[k] = i + (t[k] - lo) / max(hi - lo, 1) * 0.999
+    return out
+
+
 def measured(run_dir, llama_result, model):
     """Per reference phase and counter from the live run's records, and the alignment used."""
     starts, aligned = boundaries(run_dir, llama_result, model)

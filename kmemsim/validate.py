@@ -619,9 +619,9 @@ def write_outputs(df, out, runs, model):
 
 
 def plots(out, runs, model):
-    """Per limit: resident file and anon memory, and cumulative page-cache adds (all files), predicted
-    beside measured, on a common axis: the fraction of each run's duration (the emulator's clock is
-    the generator's placeholder, not seconds)."""
+    """Per limit: resident file and anon memory, and cumulative page-cache adds, predicted beside
+    measured, on the phase axis (kmemsim.phases.axis: start-up, load, prompt, decode, teardown, each
+    stretched to one unit; the emulator's clock is the generator's placeholder, not seconds)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -632,32 +632,31 @@ def plots(out, runs, model):
     for label, (d, res, meas) in runs.items():
         fig, ax = plt.subplots(1, 2, figsize=(12, 4))
         s = pd.read_parquet(os.path.join(d, "run", "samples.parquet"))
+        with open(os.path.join(d, "llama_result.json")) as f:
+            starts, _ = phases.boundaries(os.path.join(d, "run"), json.load(f), model)
         tl = res.timeline
-        xs = (s["t"] - s["t"].min()) / max(1, s["t"].max() - s["t"].min())
-        xp = (tl["t"] - tl["t"].min()) / max(1, tl["t"].max() - tl["t"].min())
+        xs = phases.axis(s["t"], starts, s["t"].max())
+        xp = phases.predicted_axis(tl)
         ax[0].plot(xs, s["memcg_total_cache"] / 2**20, label="file (measured, memcg cache)")
         ax[0].plot(xs, s["memcg_total_rss"] / 2**20, label="anon (measured, memcg rss)")
         ax[0].plot(xp, tl["nr_file_pages"] * PAGE / 2**20, "--", label="file (predicted)")
         ax[0].plot(xp, tl["nr_anon_pages"] * PAGE / 2**20, "--", label="anon (predicted)")
-        ax[0].set_xlabel("fraction of run")
         ax[0].set_ylabel("MiB")
         ax[0].set_title(f"resident memory, limit {label}")
-        ax[0].legend(fontsize=7)
-        raw = os.path.join(d, "run", "raw", "filemap.parquet")
-        if os.path.exists(raw):
-            f = pd.read_parquet(raw)
-            g = f[(f["kind"] == "add") & (f["ino"] == ino)]
-            pages = np.left_shift(1, g["order"].to_numpy().astype(np.int64))
-            xt = (g["t"] - s["t"].min() + s["t"].min() * 0) / 1.0
-            t0, t1 = 0, max(1, s["t"].max() - s["t"].min())
-            ax[1].plot(np.clip(g["t"].to_numpy() / t1, 0, 1), np.cumsum(pages) * PAGE / 2**20,
-                       label="model file (measured)")
+        f = pd.read_parquet(os.path.join(d, "run", "raw", "filemap.parquet"))
+        for g, what in ((f[f["kind"] == "add"], "all files"), (f[(f["kind"] == "add") & (f["ino"] == ino)], "model")):
+            ax[1].plot(phases.axis(g["t"], starts, s["t"].max()),
+                       np.cumsum(np.left_shift(1, g["order"].to_numpy().astype(np.int64))) * PAGE / 2**20,
+                       label=f"{what} (measured)")
         ax[1].plot(xp, tl["file_pages_added"] * PAGE / 2**20, "--", label="all files (predicted)")
         ax[1].axhline(os.path.getsize(model) / 2**20, color="grey", lw=0.5, label="model size")
-        ax[1].set_xlabel("fraction of run")
         ax[1].set_ylabel("MiB read into the page cache")
         ax[1].set_title("cumulative storage reads")
-        ax[1].legend(fontsize=7)
+        for a in ax:
+            a.set_xticks(np.arange(len(phases.PHASES)) + 0.5, phases.PHASES)
+            for x in range(1, len(phases.PHASES)):
+                a.axvline(x, color="grey", lw=0.3)
+            a.legend(fontsize=7)
         fig.tight_layout()
         name = os.path.join(pdir, f"{label.replace('%', 'pct')}.png")
         atomic_write(name, lambda tmp: fig.savefig(tmp, format="png", dpi=90))

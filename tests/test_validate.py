@@ -84,6 +84,8 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
         assert V.within(m, r.predicted, r.measured), (m, r.predicted, r.measured, r.rel_error)
         assert r.predicted_lo <= r.predicted <= r.predicted_hi      # the band holds the prediction
     # per phase: the child's CLOCK_MONOTONIC stamps on the recorder's clock partition the live run
+    assert (tmp_path / "out" / "plots" / f"{limit.replace('%', 'pct')}.png").exists()
+    assert not (tmp_path / "out" / "plots-error.txt").exists()
     ph = pd.read_csv(tmp_path / "out" / "validation-phases.csv")
     assert set(ph.aligned) == {"marks"}
     tot = ph.groupby("counter")[["predicted", "measured"]].sum()
