@@ -94,6 +94,11 @@ def predicted_axis(timeline) -> np.ndarray:
     return out
 
 
+def tracked(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a raw probe table the recorded tasks caused (its `tracked` column, where it has one)."""
+    return df[df["tracked"] == 1] if "tracked" in df else df
+
+
 def measured(run_dir, llama_result, model):
     """Per reference phase and counter from the live run's records, and the alignment used."""
     starts, aligned = boundaries(run_dir, llama_result, model)
@@ -105,15 +110,11 @@ def measured(run_dir, llama_result, model):
     def add(counter, t, weights):
         out[counter] += np.histogram(np.asarray(t, float), bins=edges, weights=weights)[0].astype(np.int64)
 
-    fm = pd.read_parquet(os.path.join(run_dir, "raw", "filemap.parquet"))
-    if "tracked" in fm:
-        fm = fm[fm.tracked == 1]
+    fm = tracked(pd.read_parquet(os.path.join(run_dir, "raw", "filemap.parquet")))
     for kind, c in (("add", "file_pages_added"), ("delete", "file_pages_deleted")):
         x = fm[fm.kind == kind]
         add(c, x.t, np.left_shift(1, x.order.to_numpy().astype(np.int64)))
-    sw = pd.read_parquet(os.path.join(run_dir, "raw", "swapio.parquet"))
-    if "tracked" in sw:
-        sw = sw[sw.tracked == 1]
+    sw = tracked(pd.read_parquet(os.path.join(run_dir, "raw", "swapio.parquet")))
     for w, c in ((1, "swap_out_pages"), (0, "swap_in_pages")):
         x = sw[sw.write == w]
         add(c, x.t, x.nr_sector.to_numpy() // 8)

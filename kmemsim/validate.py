@@ -644,7 +644,8 @@ def plots(out, runs, model):
         ax[0].set_ylabel("MiB")
         ax[0].set_title(f"resident memory, limit {label}")
         f = pd.read_parquet(os.path.join(d, "run", "raw", "filemap.parquet"))
-        for g, what in ((f[f["kind"] == "add"], "all files"), (f[(f["kind"] == "add") & (f["ino"] == ino)], "model")):
+        for g, what in ((phases.tracked(f[f["kind"] == "add"]), "all files"),     # as validation-phases.csv
+                        (f[(f["kind"] == "add") & (f["ino"] == ino)], "model")):
             ax[1].plot(phases.axis(g["t"], starts, s["t"].max()),
                        np.cumsum(np.left_shift(1, g["order"].to_numpy().astype(np.int64))) * PAGE / 2**20,
                        label=f"{what} (measured)")
