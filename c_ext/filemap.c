@@ -3,6 +3,60 @@
 #include <string.h>
 #include "mm.h"
 
+/* The i_pages xarray's leaf nodes (lib/xarray.c), slab objects charged to the memcg
+ * (address_space_init_once(): XA_FLAGS_ACCOUNT). A leaf covers 64 pages and lives while any of its
+ * slots holds a folio or a shadow entry. A folio of order >= 6 is one multi-index entry a level up
+ * and needs no leaf, nor does its shadow; a smaller folio added inside such a shadow splits it
+ * (__filemap_add_folio(): xas_split(), a leaf full of the old entry per 64 pages). The nodes above
+ * the leaves (1/64 as many) are left out. */
+static void xa_node_charge(struct km_emu *e, int64_t nr)
+{
+    e->nr_xa_nodes += nr;
+    obj_cgroup_charge(e, nr * XA_NODE_BYTES);
+}
+
+static int xa_multi(int64_t index, int order)
+{
+    return order >= XA_CHUNK_SHIFT && !(index & ((1LL << order) - 1));
+}
+
+/* xas_store() of a new folio over [index, index + nr): nothing cached there, maybe shadows. */
+void xa_store_folio(struct km_emu *e, struct object *o, int64_t index, int order)
+{
+    uint8_t *leaf = o->xa_leaf;
+    int64_t nr = 1LL << order;
+    if (xa_multi(index, order)) {
+        for (int64_t g = index >> XA_CHUNK_SHIFT; g < (index + nr) >> XA_CHUNK_SHIFT; g++) {
+            if (leaf[g] && leaf[g] <= 64) xa_node_charge(e, -1);   /* the leaf it replaces */
+            leaf[g] = XA_MULTI + order;
+        }
+        return;
+    }
+    for (int64_t i = index; i < index + nr; i++) {
+        int64_t g = i >> XA_CHUNK_SHIFT;
+        if (leaf[g] > 64) {                               /* xas_split() of a multi-index shadow */
+            uint8_t old = leaf[g];
+            int64_t n = 1LL << (old - XA_MULTI - XA_CHUNK_SHIFT), g0 = g & ~(n - 1);
+            for (int64_t k = g0; k < g0 + n; k++)
+                if (leaf[k] == old) { leaf[k] = 64; xa_node_charge(e, 1); }
+        }
+        if (o->folio[i] < 0 && !o->shadow[i] && leaf[g]++ == 0) xa_node_charge(e, 1);
+    }
+}
+
+/* The folio's slots emptied (no shadow left: truncation). With a shadow nothing changes. */
+void xa_erase_folio(struct km_emu *e, struct object *o, int64_t index, int order)
+{
+    uint8_t *leaf = o->xa_leaf;
+    int64_t nr = 1LL << order;
+    if (xa_multi(index, order)) {
+        for (int64_t g = index >> XA_CHUNK_SHIFT; g < (index + nr) >> XA_CHUNK_SHIFT; g++) leaf[g] = 0;
+        return;
+    }
+    for (int64_t i = index; i < index + nr; i++)
+        if (--leaf[i >> XA_CHUNK_SHIFT] == 0) xa_node_charge(e, -1);
+}
+
 /* filemap_add_folio(): allocate a folio of 1 << order pages at index, charge it, insert it, run
  * workingset_refault() on any shadow it replaces, and put it on the LRU. The caller has checked
  * that [index, index + nr) is not cached. Returns 0, or -1 when the allocation failed (OOM). */
@@ -25,6 +79,7 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
     uint64_t shadow = 0;
     for (int i = nr - 1; i >= 0; i--)                  /* __filemap_add_folio: the last shadow */
         if (o->shadow[index + i]) { shadow = o->shadow[index + i]; break; }
+    xa_store_folio(e, o, index, order);
     /* (separate loops: each is a plain fill the compiler vectorizes) */
     for (int i = 0; i < nr; i++) o->folio[index + i] = id;
     memset(o->shadow + index, 0, sizeof(uint64_t) * nr);
@@ -44,6 +99,7 @@ void filemap_remove_folio(struct km_emu *e, folio_id id, uint64_t shadow)
     struct folio *f = &e->folios[id];
     struct object *o = &e->objs[f->obj];
     int nr = folio_nr_pages(f);
+    if (!shadow) xa_erase_folio(e, o, f->index, f->order);
     for (int i = 0; i < nr; i++) o->folio[f->index + i] = -1;      /* (two plain fills) */
     for (int i = 0; i < nr; i++) o->shadow[f->index + i] = shadow;
     o->nr_resident -= nr;

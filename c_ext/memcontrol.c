@@ -43,3 +43,24 @@ int mem_cgroup_charge(struct km_emu *e, int64_t nr)
     e->memcg_usage += nr;
     return 0;
 }
+
+/* __memcg_kmem_charge_page() / __memcg_kmem_uncharge_page(): kernel pages allocated with
+ * __GFP_ACCOUNT (page tables: GFP_PGTABLE_USER) count against the limit like folios, but sit on no
+ * LRU, so reclaim cannot take them back. Simplified: the charge never reclaims by itself (it may
+ * run over the limit by a few pages); the next folio's charge reclaims for both. */
+void memcg_kmem_charge(struct km_emu *e, int64_t nr)
+{
+    if (e->kmem_off) return;
+    e->kmem_pages += nr;
+    if (e->memcg_limit) e->memcg_usage += nr;
+    if (nr > 0) note_peak(e);
+}
+
+/* obj_cgroup_charge() / obj_cgroup_uncharge(): slab objects are charged in bytes; the page counter
+ * moves in whole pages as the bytes cross page boundaries (the per-cpu obj_stock's remainder). */
+void obj_cgroup_charge(struct km_emu *e, int64_t bytes)
+{
+    int64_t before = (e->kmem_obj_bytes + 4095) / 4096;
+    e->kmem_obj_bytes += bytes;
+    memcg_kmem_charge(e, (e->kmem_obj_bytes + 4095) / 4096 - before);
+}

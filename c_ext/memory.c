@@ -6,6 +6,14 @@
 
 enum { PTE_WRITE = PTE_DIRTY };   /* writable and written: a write hits without a fault */
 
+/* pagetable_alloc(GFP_PGTABLE_USER) / pagetable_free(): a PTE table page, charged to the memcg
+ * (nr_page_table_pages). Upper levels (one PMD table per GiB) are left out. */
+void pte_alloc_charge(struct km_emu *e, int nr)
+{
+    e->nr_page_tables += nr;
+    memcg_kmem_charge(e, nr);
+}
+
 static void set_pte(struct km_emu *e, struct vma *v, int64_t p, uint8_t bits, folio_id f)
 {
     if (!(v->pte[p] & PTE_PRESENT) && f >= 0) {
@@ -13,7 +21,10 @@ static void set_pte(struct km_emu *e, struct vma *v, int64_t p, uint8_t bits, fo
         e->tasks[v->task].rss++;
     }
     v->pte[p] = bits | PTE_PRESENT;
-    v->pmdtab[p >> PMD_ORDER] = 1;                       /* a PTE table now exists for these 2 MiB */
+    if (v->pmdtab[p >> PMD_ORDER] != PMD_TABLE) {        /* __pte_alloc(): the first PTE here */
+        v->pmdtab[p >> PMD_ORDER] = PMD_TABLE;
+        pte_alloc_charge(e, 1);
+    }
     if (f >= 0 && (v->flags & MAP_F_LOCKED) && !(e->folios[f].flags & PG_unevictable)) {
         lruvec_del_folio(e, f);                          /* mlock_new_folio(): straight to unevictable */
         e->folios[f].flags |= PG_unevictable;
@@ -55,7 +66,8 @@ static int map_pmd(struct km_emu *e, int32_t vi, int64_t base, folio_id f)
     e->folios[f].mapcount += (int32_t)(nr - 1);
     e->tasks[v->task].rss += nr - 1;
     memset(v->pte + base + 1, PTE_YOUNG | PTE_PRESENT, nr - 1);
-    v->pmdtab[base >> PMD_ORDER] = 0;                    /* a huge PMD, not a PTE table */
+    v->pmdtab[base >> PMD_ORDER] = 0;                    /* a huge PMD, not a PTE table: */
+    pte_alloc_charge(e, -1);                             /* the preallocated one is freed */
     return 1;
 }
 
@@ -202,7 +214,7 @@ static int handle_mm_fault(struct km_emu *e, int32_t vi, int64_t p, int write)
         }
         if (v->anon == v->obj) {                          /* anonymous vma */
             if (!write) {                                 /* do_anonymous_page(): the zero page */
-                v->pte[p] = PTE_PRESENT | PTE_ZERO | PTE_YOUNG;  /* not counted in RSS */
+                set_pte(e, v, p, PTE_ZERO | PTE_YOUNG, -1);    /* not counted in RSS */
                 count(e, VM_zero_page_maps, 1);
                 return 0;
             }

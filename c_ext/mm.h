@@ -18,7 +18,7 @@
 
 /* Trace ops: values fixed by kmemsim/trace.py (Op). */
 enum { OP_PROC_START, OP_PROC_EXIT, OP_MMAP, OP_MUNMAP, OP_READ, OP_WRITE, OP_MADVISE, OP_FADVISE,
-       OP_MLOCK, OP_MUNLOCK, OP_PHASE, OP_FREAD, OP_SET_OOM_ADJ, OP_OPEN, NR_OPS };
+       OP_MLOCK, OP_MUNLOCK, OP_PHASE, OP_FREAD, OP_SET_OOM_ADJ, OP_OPEN, OP_KMEM, NR_OPS };
 /* MapFlag bits (trace.py) and kernel vm_flags we derive from advice. */
 enum { MAP_F_SHARED = 1, MAP_F_READ = 2, MAP_F_WRITE = 4, MAP_F_EXEC = 8, MAP_F_POPULATE = 16,
        MAP_F_LOCKED = 32, MAP_F_WEIGHTS = 64, VM_SEQ_READ = 1 << 16, VM_RAND_READ = 1 << 17 };
@@ -87,6 +87,9 @@ struct object {
     uint8_t cls;
     folio_id *folio;           /* page index -> folio, -1 if not resident */
     uint64_t *shadow;          /* workingset shadow entries; 0 = none */
+    uint8_t *xa_leaf;          /* file: per 64 pages, the i_pages xarray's leaf node there: 0 none,
+                                * 1..64 its occupied slots (folios and shadows), XA_MULTI + order: no
+                                * leaf, a multi-index entry one level up covers these pages */
     int32_t *swap;             /* anon: zram slot of a swapped-out page, -1 none */
     int32_t *vmas; int nvmas, cap_vmas;   /* reverse map: vmas mapping this object */
     struct file_ra_state ra;
@@ -105,12 +108,17 @@ struct vma {
     int alive;
     int killed;                /* its task was killed (OOM/lmkd): later events on it are dropped */
     uint8_t *pte;
-    uint8_t *pmdtab;           /* per 512 pages (2 MiB, vmas start PMD-aligned): 1 once a PTE table
-                                * exists there (pmd not none), so no PMD mapping from then on; it
-                                * shares pte's allocation */
+    uint8_t *pmdtab;           /* per 512 pages (2 MiB, vmas start PMD-aligned): PMD_TABLE once a PTE
+                                * table exists there (pmd not none, the table charged), PMD_SPLIT when
+                                * a partial munmap left no whole 2 MiB to map; either way no PMD
+                                * mapping from then on. It shares pte's allocation */
 };
 
 #define PMD_ORDER 9            /* HPAGE_PMD_ORDER with 4 KiB pages (x86-64, arm64) */
+enum { PMD_TABLE = 1, PMD_SPLIT = 2 };
+#define XA_CHUNK_SHIFT 6       /* 64 slots per xarray node */
+#define XA_MULTI 128           /* xa_leaf: + the order of a multi-index entry (>= XA_CHUNK_SHIFT) */
+#define XA_NODE_BYTES 576      /* sizeof(struct xa_node) on 64-bit (radix_tree_node_cachep) */
 
 struct task {
     int32_t pid;
@@ -140,7 +148,8 @@ struct task {
     X(nr_unevictable) X(nr_file_pages) X(nr_anon_pages) X(nr_weight_file_pages) \
     X(nr_kv_anon_pages) X(nr_weight_anon_pages) X(memcg_usage) \
     X(zram_orig_data_size) X(zram_compr_data_size) X(zram_mem_used_total) X(zram_same_pages) \
-    X(zram_huge_pages) X(nr_swapped) X(peak_resident) X(peak_memory) X(wmark_min) X(wmark_low) X(wmark_high)
+    X(zram_huge_pages) X(nr_swapped) X(peak_resident) X(peak_memory) X(wmark_min) X(wmark_low) X(wmark_high) \
+    X(nr_page_table_pages) X(nr_xa_nodes) X(nr_kernel_pages)
 
 #define ENUM_ITEM(n) VM_##n,
 enum { KM_COUNTERS(ENUM_ITEM) NR_VM_COUNTERS };
@@ -233,6 +242,11 @@ struct km_emu {
     int kswapd_running;
     int in_sync_reclaim;                       /* direct or memcg reclaim: the allocating task waits */
     int64_t peak_used, peak_memory;           /* memory.max_usage_in_bytes; + the zram pool */
+    /* kernel memory charged to the memcg (__GFP_ACCOUNT): in RAM and in the charge, on no LRU */
+    int64_t kmem_pages;                        /* all of it, in pages */
+    int64_t kmem_obj_bytes;                    /* slab objects (xarray nodes), charged in whole pages */
+    int64_t nr_page_tables, nr_xa_nodes;
+    int kmem_off;                              /* counted but not charged (the plain-LRU cache) */
 
     /* zram */
     int32_t *zram_size;                        /* slot -> bytes in zsmalloc (0 same-filled) */
@@ -271,17 +285,18 @@ int km_fail(struct km_emu *e, const char *fmt, ...);
 /* mem_used_total: pages the zsmalloc pool holds (zspage fragmentation not modelled). */
 static inline int64_t zram_pool_pages(const struct km_emu *e) { return e->zram_pages_used; }
 
-/* Free pages of the device: RAM less folios and the zram pool (which lives in RAM). */
+/* Free pages of the device: RAM less folios, kernel memory and the zram pool (which lives in RAM). */
 static inline int64_t free_pages(const struct km_emu *e)
 {
-    return e->total_pages ? e->total_pages - e->used_pages - e->zram_pages_used : INT64_MAX / 4;
+    return e->total_pages ? e->total_pages - e->used_pages - e->kmem_pages - e->zram_pages_used : INT64_MAX / 4;
 }
 
 /* memory.max_usage_in_bytes, and the same with the zram pool (what a phone runs out of). */
 static inline void note_peak(struct km_emu *e)
 {
-    if (e->used_pages > e->peak_used) e->peak_used = e->used_pages;
-    int64_t m = e->used_pages + e->zram_pages_used;
+    int64_t u = e->used_pages + e->kmem_pages;
+    if (u > e->peak_used) e->peak_used = u;
+    int64_t m = u + e->zram_pages_used;
     if (m > e->peak_memory) e->peak_memory = m;
 }
 
@@ -299,6 +314,11 @@ int mem_cgroup_charge(struct km_emu *e, int64_t nr);
 int mem_cgroup_charge_noretry(struct km_emu *e, int64_t nr);
 void mem_cgroup_uncharge(struct km_emu *e, int64_t nr);
 int64_t mem_cgroup_get_nr_swap_pages(const struct km_emu *e);
+void memcg_kmem_charge(struct km_emu *e, int64_t nr);      /* nr < 0 uncharges */
+void pte_alloc_charge(struct km_emu *e, int nr);            /* memory.c; nr < 0 frees */
+void xa_store_folio(struct km_emu *e, struct object *o, int64_t index, int order);   /* filemap.c */
+void xa_erase_folio(struct km_emu *e, struct object *o, int64_t index, int order);
+void obj_cgroup_charge(struct km_emu *e, int64_t bytes);    /* bytes < 0 uncharges */
 
 /* swap.c: LRU list manipulation */
 void folio_add_lru(struct km_emu *e, folio_id id);

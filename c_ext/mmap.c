@@ -137,8 +137,13 @@ void do_munmap(struct km_emu *e, int32_t vma, int64_t page, int64_t n)
     struct vma *v = &e->vmas[vma];
     zap_page_range(e, vma, page, n, 1);
     if (n > 0 && !(page == 0 && n == v->npages))       /* the vma no longer covers these 2 MiB whole */
-        for (int64_t r = page >> PMD_ORDER; r <= (page + n - 1) >> PMD_ORDER; r++) v->pmdtab[r] = 1;
+        for (int64_t r = page >> PMD_ORDER; r <= (page + n - 1) >> PMD_ORDER; r++)
+            if (!v->pmdtab[r]) v->pmdtab[r] = PMD_SPLIT;
     if (page == 0 && n == v->npages) {
+        int64_t tables = 0;                              /* free_pgtables(): the vma's PTE tables */
+        for (int64_t r = 0; r < (v->npages + (1 << PMD_ORDER) - 1) >> PMD_ORDER; r++)
+            tables += v->pmdtab[r] == PMD_TABLE;
+        pte_alloc_charge(e, (int)-tables);
         v->alive = 0;
         rmap_remove(e, v->obj, vma);
         if (v->anon >= 0 && v->anon != v->obj) rmap_remove(e, v->anon, vma);

@@ -14,6 +14,7 @@ static void lru_init(struct km_emu *e)
     e->cfg.max_folio_order = 0;
     e->cfg.zram_pages = 0;
     e->cfg.min_free_kbytes = -1;                     /* no watermarks: evict only when full */
+    e->kmem_off = 1;                                 /* a cache of pages: no kernel memory beside */
 }
 
 static int lru_add(struct km_emu *e, struct folio *f) { (void)f; lists_sync(e); return LRU_INACTIVE_FILE; }
@@ -37,6 +38,7 @@ static void lru_evict(struct km_emu *e, folio_id id)
         int64_t p = o->kind == OBJ_FILE ? vma_pte_index(v, f->index) : f->index;
         if (v->alive && p >= 0 && (v->pte[p] & PTE_PRESENT)) { v->pte[p] = 0; e->tasks[v->task].rss--; }
     }
+    if (o->kind == OBJ_FILE) xa_erase_folio(e, o, f->index, 0);    /* no shadows here */
     o->folio[f->index] = -1;
     o->nr_resident--;
     if (o->kind == OBJ_FILE) { o->pages_deleted++; count(e, VM_file_pages_deleted, 1); }
@@ -254,7 +256,9 @@ static inline __attribute__((always_inline)) int lru_ref(struct km_emu *e, struc
     f->index = c->base + p;
     f->flags = c->file ? 0 : PG_swapbacked;
     f->mapcount = 1;
+    if (c->file) xa_store_folio(e, o, c->base + p, 0);
     o->folio[c->base + p] = id;
+    o->shadow[c->base + p] = 0;                          /* the folio takes the slot */
     o->nr_resident++;
     if (c->file) { o->pages_added++; count(e, VM_file_pages_added, 1); count(e, VM_pgpgin, 1); }
     if (c->deferred) {

@@ -37,6 +37,7 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
     for (int32_t f = 0; f < nr_files; f++) {
         int32_t o = anon_object_new(e, file_pages[f], 0);
         e->objs[o].kind = OBJ_FILE;
+        e->objs[o].xa_leaf = xcalloc((file_pages[f] >> XA_CHUNK_SHIFT) + 1, 1);
         e->objs[o].file_id = f;
         file_ra_state_init(e, o);
         e->file_obj[f] = o;
@@ -61,7 +62,7 @@ void km_free(struct km_emu *e)
 {
     if (!e) return;
     for (int32_t i = 0; i < e->nr_objs; i++) {
-        free(e->objs[i].folio); free(e->objs[i].shadow); free(e->objs[i].swap); free(e->objs[i].vmas);
+        free(e->objs[i].folio); free(e->objs[i].shadow); free(e->objs[i].xa_leaf); free(e->objs[i].swap); free(e->objs[i].vmas);
     }
     for (int32_t i = 0; i < e->nr_vmas; i++) free(e->vmas[i].pte);
     free(e->objs); free(e->vmas); free(e->tasks); free(e->folios); free(e->file_obj);
@@ -249,6 +250,11 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
         case OP_SET_OOM_ADJ:
             ts->oom_score_adj = (int)arg[i];
             break;
+        case OP_KMEM:                             /* kernel objects the trace does not model */
+            if (npages[i] < 0)
+                return km_fail(e, "event %lld: kernel memory of %lld pages", (long long)i, (long long)npages[i]);
+            memcg_kmem_charge(e, npages[i]);
+            break;
         case OP_PHASE:
             if (arg[i] < 0 || arg[i] >= e->nr_phases)
                 return km_fail(e, "event %lld: phase %lld unknown", (long long)i, (long long)arg[i]);
@@ -334,10 +340,32 @@ int32_t km_check_invariants(struct km_emu *e)
     }
     if (resident != on_lists) return km_fail(e, "%lld pages resident, %lld on lists", (long long)resident, (long long)on_lists), 11;
     if (resident != e->used_pages) return km_fail(e, "%lld pages resident, used counter %lld", (long long)resident, (long long)e->used_pages), 12;
-    if (e->memcg_limit && e->memcg_usage != resident) return km_fail(e, "memcg usage %lld != resident %lld", (long long)e->memcg_usage, (long long)resident), 13;
-    if (e->total_pages && free_pages(e) + resident + zram_pool_pages(e) != e->total_pages)
+    if (e->memcg_limit && e->memcg_usage != resident + e->kmem_pages)
+        return km_fail(e, "memcg usage %lld != resident %lld + kernel %lld", (long long)e->memcg_usage,
+                       (long long)resident, (long long)e->kmem_pages), 13;
+    if (e->total_pages && free_pages(e) + resident + e->kmem_pages + zram_pool_pages(e) != e->total_pages)
         return km_fail(e, "free + resident + zram != total"), 14;
     if (e->total_pages && free_pages(e) < 0) return km_fail(e, "negative free pages"), 15;
+    int64_t tables = 0, nodes = 0;
+    for (int32_t v = 0; v < e->nr_vmas; v++)
+        if (e->vmas[v].alive)
+            for (int64_t r = 0; r < (e->vmas[v].npages + (1 << PMD_ORDER) - 1) >> PMD_ORDER; r++)
+                tables += e->vmas[v].pmdtab[r] == PMD_TABLE;
+    for (int32_t o = 0; o < e->nr_objs; o++) {
+        struct object *ob = &e->objs[o];
+        if (!ob->xa_leaf) continue;
+        for (int64_t g = 0; g <= ob->npages >> XA_CHUNK_SHIFT; g++) {
+            int64_t used = 0;
+            for (int64_t p = g << XA_CHUNK_SHIFT; p < ob->npages && p < (g + 1) << XA_CHUNK_SHIFT; p++)
+                used += ob->folio[p] >= 0 || ob->shadow[p];
+            uint8_t l = ob->xa_leaf[g];
+            if (l <= 64 ? l != used : used != (((g + 1) << XA_CHUNK_SHIFT) < ob->npages ? 64 : used))
+                return km_fail(e, "object %d: xarray leaf %lld holds %d, %lld slots used", o, (long long)g, l, (long long)used), 18;
+            nodes += l && l <= 64;
+        }
+    }
+    if (tables != e->nr_page_tables) return km_fail(e, "%lld PTE tables, counter %lld", (long long)tables, (long long)e->nr_page_tables), 19;
+    if (nodes != e->nr_xa_nodes) return km_fail(e, "%lld xarray leaves, counter %lld", (long long)nodes, (long long)e->nr_xa_nodes), 20;
     for (int32_t v = 0; v < e->nr_vmas; v++) {
         struct vma *vm = &e->vmas[v];
         if (!vm->alive) continue;

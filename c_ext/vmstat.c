@@ -51,6 +51,9 @@ void gauges(struct km_emu *e, int64_t *g)
     g[VM_wmark_min] = e->wmark_min;
     g[VM_wmark_low] = e->wmark_low;
     g[VM_wmark_high] = e->wmark_high;
+    g[VM_nr_page_table_pages] = e->nr_page_tables;
+    g[VM_nr_xa_nodes] = e->nr_xa_nodes;
+    g[VM_nr_kernel_pages] = e->kmem_pages;
 }
 
 void km_counters(struct km_emu *e, uint64_t *out) { memcpy(out, e->vm, sizeof e->vm); }

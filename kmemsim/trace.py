@@ -37,6 +37,8 @@ class Op(IntEnum):
     FREAD = 11       # read(2)/pread of a file: map = -1, flags = file id, page/npages = file pages
     SET_OOM_ADJ = 12 # arg = the process's new oom_score_adj (Android moves apps as they switch)
     OPEN = 13        # open(2) of a file: a new struct file, so fresh readahead state; flags = file id
+    KMEM = 14        # npages of kernel memory charged to the memcg that the trace does not model
+                     # otherwise (slab: dentries, inodes, task structs); never reclaimed
 
 
 class MapFlag(IntFlag):

@@ -226,10 +226,14 @@ def test_kswapd_wakes_below_low_and_stops_at_high():
         tr = T(file_pages=total)
         tr.fread(0, n)
         return tr.run(mem=total * 4096)
-    before = run(total - 320).summary                # free stays at the low watermark
+    # the page cache's xarray takes RAM too: a 576-byte leaf node per 64 pages (radix_tree_node
+    # slab, XA_FLAGS_ACCOUNT), 251 of them for these ~16,000 pages: 36 pages
+    k = -(-251 * 576 // 4096)
+    before = run(total - 320 - k).summary            # free stays at the low watermark
+    assert (before["nr_xa_nodes"], before["nr_kernel_pages"]) == (251, k)
     assert (before["wmark_min"], before["wmark_low"], before["wmark_high"]) == (256, 320, 384)
     assert before["kswapd_wake"] == 0
-    after = run(total - 319).summary                 # one page more: below low
+    after = run(total - 319 - k).summary             # one page more: below low
     assert after["kswapd_wake"] == 1
     assert after["pgsteal_kswapd"] >= 64
     assert after["nr_free_pages"] >= 384 - 1
@@ -497,6 +501,33 @@ def test_pmd_sized_file_folio_mapped_by_one_fault():
     assert res.summary["pgpgin"] == n                      # nothing evicted, nothing re-read
     assert pp.loc["pmd", "pgfault"] == 1
     assert pp.loc["pte table first", "pgfault"] == 1 + (512 // 16 - 1)   # that window, then the 31 others
+    # kernel memory: a's tables went with it (free_pgtables), b's 2 MiB is a huge PMD (do_set_pmd()
+    # frees the preallocated table), c's has its PTE table: one left. The xarray (lib/xarray.c) has
+    # a 64-slot leaf per 64 pages cached in folios below order 6 ([0, 3072): orders 0, 2, 4); the
+    # order-6, -8 and -9 folios are multi-index entries one level up, no leaf.
+    assert (res.summary["nr_page_table_pages"], res.summary["nr_xa_nodes"]) == (1, 3072 // 64)
+
+
+def test_kernel_memory_is_charged_and_never_reclaimed():
+    # Kernel memory charged with __GFP_ACCOUNT (memcg_kmem_charge_page(), obj_cgroup_charge()) counts
+    # against memory.limit_in_bytes as folios do but sits on no LRU. In a 64-page cgroup: 20 pages of
+    # slab the trace names (KMEM), one anonymous vma's PTE table (its first PTE: __pte_alloc()) and
+    # the file's two xarray leaves (pages 0-99: 2 x 576 bytes, one page) leave 41 pages to the page
+    # cache (beside the one anonymous page): 100 pages read(2) through it never hold more.
+    tr = T()
+    tr.op(Op.KMEM, n=20)
+    a = tr.mmap(16, file=False, flags=ANON_RW)
+    tr.op(Op.MLOCK, a, 0, 1)                 # the one anonymous page stays (mlocked)
+    tr.fread(0, 100)
+    res = tr.run(memcg_limit=64 * 4096, sample_ms=1e-6)
+    s = res.summary
+    assert (s["nr_page_table_pages"], s["nr_xa_nodes"], s["nr_kernel_pages"]) == (1, 2, 22)
+    assert res.timeline["nr_file_pages"].max() == 64 - 22 - 1
+    assert s["peak_resident_bytes"] == 64 * 4096      # memory.max_usage_in_bytes counts it too
+    # unmapped, the vma's table is freed (free_pgtables()); the slab stays charged
+    tr.op(Op.MUNMAP, a, 0, 16)
+    s = tr.run(memcg_limit=64 * 4096).summary
+    assert (s["nr_page_table_pages"], s["nr_kernel_pages"]) == (0, 21)
 
 
 def test_populate_marks_pte_mapped_folios_not_pmd_mapped():
@@ -619,7 +650,9 @@ def test_readahead_under_read_is_not_reclaimed_and_gives_up_at_the_limit():
     # shrink_folio_list()'s folio_trylock() fails and keeps them. Readahead charges with
     # readahead_gfp_mask()'s __GFP_NORETRY, so try_charge_memcg() gives up after two reclaim rounds
     # ("goto nomem"), page_cache_ra_unbounded() breaks on -ENOMEM and the window ends where the room
-    # does: the faulting page is read, nothing is evicted, no one is OOM-killed.
+    # does: the faulting page is read, nothing is evicted, no one is OOM-killed. Of the ten pages left
+    # the anonymous vma's PTE table and the file's first xarray node (both charged to the memcg:
+    # GFP_PGTABLE_USER, XA_FLAGS_ACCOUNT) take two.
     tr = T(file_pages=1000)
     a = tr.mmap(90, file=False, flags=ANON_RW)
     tr.write(a, 0, 90)
@@ -627,6 +660,7 @@ def test_readahead_under_read_is_not_reclaimed_and_gives_up_at_the_limit():
     tr.read(m, 0)                      # read-around: [0, 32), the faulting page first
     res = tr.run(memcg_limit=100 * 4096, read_ahead_kb=128, max_folio_order=9)
     s = res.summary
-    assert s["file_pages_added"] == 10 and s["file_pages_deleted"] == 0
+    assert s["file_pages_added"] == 8 and s["file_pages_deleted"] == 0
+    assert (s["nr_page_table_pages"], s["nr_xa_nodes"]) == (2, 1)     # the file's table once mapped
     assert s["oom_kill"] == 0 and s["accesses"] == 91
     assert state(res, 0) != 0
