@@ -96,12 +96,19 @@ class HostSet:
       files: per kind, [(map, pages)]: the pages of each library mapping touched;
       call_anon: per kind, the anonymous pages the llama_decode call alone references (buffers
         included); the rest of the step's, the interpreter's before the call (reading the logits,
-        sampling), is written once as the ubatch starts. A kind not in it: all within the call."""
+        sampling), is written once as the ubatch starts. A kind not in it: all within the call;
+      growth, grow, grow_pages: the pages the process's anonymous memory grows by (buffers included)
+        over the prompt ("prompt", once) and in each decode step ("decode"); what the session's own
+        buffers do not account for is written as new pages of `grow` (a mapping of grow_pages) as
+        the ubatch starts."""
     heap: int
     heap_pages: int
     anon: dict
     files: dict
     call_anon: dict = field(default_factory=dict)
+    growth: dict = field(default_factory=dict)
+    grow: int = -1
+    grow_pages: int = 0
 
 
 class _Layer:
@@ -168,7 +175,10 @@ class LlamaSession:
         self.compute_buffer_bytes = compute_buffer_bytes
         self.host = host
         self._host_hi = 0                  # heap pages [0, _host_hi) have been written by a call
+        self._grow_hi = 0                  # host growth pages [0, _grow_hi) written
+        self._grown = {}                   # growth written per kind (the prompt's counts once)
         self._anon_maps = set()
+        self._anon_seen = {}               # anon buffer -> its pages any flushed event touched
         self.hp = self.L.hparams
         self.b = builder
         self.pid = int(pid)
@@ -319,6 +329,8 @@ class LlamaSession:
         that must sort after them (phase marks, mmaps, exit)."""
         self._scalars_to_chunk()
         if self._chunks:
+            for mm, mask in self._anon_masks().items():
+                self._anon_seen[mm] |= mask
             cols = [np.concatenate([c[i] for c in self._chunks]) for i in range(8)]
             self.b.ranges(*cols)
             self._chunks = []
@@ -328,22 +340,34 @@ class LlamaSession:
         m = self.b.mmap(t, self.pid, name, npages, **kw)
         if kw.get("file", -1) < 0:
             self._anon_maps.add(m)
+            self._anon_seen[m] = np.zeros(npages, bool)
         return m
 
-    def _anon_pages_touched(self):
-        """Distinct pages of the session's anonymous buffers accessed by the events collected since
-        the last phase mark (one ubatch's)."""
+    def _anon_masks(self):
+        """Per anonymous buffer of the session, the pages the events collected since the last flush
+        (one ubatch's, after a phase mark) access: {map: bool array}."""
         self._scalars_to_chunk()
         if not self._chunks:
-            return 0
+            return {}
         op, m, a, n = (np.concatenate([c[i] for c in self._chunks]) for i in (2, 3, 4, 5))
         sel = np.isin(m, list(self._anon_maps)) & ((op == Op.READ) | (op == Op.WRITE))
-        total = 0
+        out = {}
         for mm in np.unique(m[sel]):
             k = sel & (m == mm)
-            o = np.argsort(a[k], kind="stable")
-            total += int(_runs(a[k][o] * P, (a[k] + n[k])[o] * P)[1].sum())
-        return total
+            size = len(self._anon_seen[int(mm)])
+            d = np.zeros(size + 1, np.int64)
+            np.add.at(d, np.minimum(a[k], size), 1)
+            np.add.at(d, np.minimum(a[k] + n[k], size), -1)
+            out[int(mm)] = np.cumsum(d[:-1]) > 0
+        return out
+
+    def _anon_pages_touched(self):
+        """Distinct pages of the session's anonymous buffers accessed since the last phase mark."""
+        return sum(int(k.sum()) for k in self._anon_masks().values())
+
+    def _anon_pages_fresh(self):
+        """Of those, the pages no earlier event touched: memory the process gains in this ubatch."""
+        return sum(int((k & ~self._anon_seen[mm]).sum()) for mm, k in self._anon_masks().items())
 
     def _host_touch(self, start, ts, kind):
         """The host program's pages around this llama_decode call (HostSet): its anonymous pages
@@ -364,6 +388,15 @@ class LlamaSession:
             self._acc(start, Op.WRITE, h.heap, self._host_hi * P, py * P)
         for t in ts if call > 0 else ():
             self._acc(t, Op.WRITE, h.heap, 0, call * P)
+        # the process's new anonymous memory beyond the buffers' own (ggml's work buffer, the
+        # logits rows the interpreter keeps, the graph reaching further into the compute buffer)
+        grow = h.growth.get(kind, 0) - self._anon_pages_fresh() - self._grown.get(kind, 0)
+        grow = min(grow, h.grow_pages - self._grow_hi)
+        if grow > 0:
+            self._acc(start, Op.WRITE, h.grow, self._grow_hi * P, grow * P)
+            self._grow_hi += grow
+            if kind != "decode":
+                self._grown[kind] = self._grown.get(kind, 0) + grow
         for m, n in h.files.get(kind, ()):
             self._acc(ts[-1], Op.READ, m, 0, n * P)
 
@@ -686,6 +719,7 @@ class LlamaSession:
         for a in ("fid", "m_file", "m_repack", "m_cpu", "m_read"):
             setattr(s, a, getattr(self, a, -1))
         s._anon_maps |= self._anon_maps
+        s._anon_seen.update(self._anon_seen)      # the same arrays: both sessions write them
         s._create_context(t)
         s.loaded = True
         return s

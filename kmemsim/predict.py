@@ -24,20 +24,16 @@ from .units import parse_size
 
 PID = 1000
 METRICS = ["storage_read_bytes", "file_evicted_bytes", "major_faults", "minor_faults", "swap_out_bytes",
-           "swap_in_bytes", "peak_resident_bytes", "ttft_s", "tpot_s"]
+           "swap_in_bytes", "peak_resident_bytes", "kernel_memory_bytes", "ttft_s", "tpot_s"]
 
 
 def _pages(nbytes):
     return -(-int(nbytes) // PAGE_SIZE)
 
 
-def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, engine=None, probe=None,
-                warm=None):
-    """The predicted trace and the LlamaSession that generated its llama.cpp part. `warm`: the
-    engine's warm set per llama_decode call (validate.engine_warm_set)."""
-    b = TraceBuilder(source="kmemsim predict")
-    t = 0
-    b.process(t, PID, "python3 (llama-cpp-python)")
+def _engine(b, t, engine, anon_bytes):
+    """The engine before any model (item 1 of the module doc) into builder b: its libraries and
+    files, and `anon_bytes` of heap. Returns (heap map id or -1, heap pages, library maps, notes)."""
     notes = []
     heap, apages, libmaps = -1, 0, {}
     if engine:
@@ -74,8 +70,7 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
                 b.event(t, PID, Op.READ, m, 0, mapped)
             if fpages > mapped:        # .pyc files, readahead beyond the mapped pages: read(2)-like
                 b.event(t, PID, Op.FREAD, -1, mapped, fpages - mapped, 0, f)
-        anon = (probe or {}).get("anon_bytes") or engine.get("anon_bytes", 0)
-        apages = _pages(anon)
+        apages = _pages(anon_bytes)
         if apages:
             heap = m = b.mmap(t, PID, "engine heap (interpreter, llama.cpp vocab/metadata)", apages,
                        flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.HEAP)
@@ -83,6 +78,35 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     else:
         notes.append("engine footprint not measured (run `kmemsim validate` once as root): interpreter and "
                      "libraries left out")
+    return heap, apages, libmaps, notes
+
+
+def _engine_kmem_pages(engine):
+    """Kernel memory the engine's start-up charged to its cgroup beyond what the emulator charges
+    for the same start-up itself (page tables, page-cache xarray nodes): dentries, inodes, task
+    structs, kernel stacks, libc's page tables (validate.engine_baseline's `kmem_bytes`, the
+    cgroup's kernel memory at the end of the import). 0 for a baseline without that record."""
+    if not engine or not engine.get("kmem_bytes"):
+        return 0
+    b = TraceBuilder(source="kmemsim predict: engine start-up")
+    b.process(0, PID, "python3 (llama-cpp-python)")
+    _engine(b, 0, engine, engine.get("anon_bytes", 0))
+    own = Emulator(Config(memcg_limit=1 << 40, sample_ms=0)).replay(b.build()).summary["nr_kernel_pages"]
+    return max(0, _pages(engine["kmem_bytes"]) - own)
+
+
+def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, engine=None, probe=None,
+                warm=None):
+    """The predicted trace and the LlamaSession that generated its llama.cpp part. `warm`: the
+    engine's warm set per llama_decode call (validate.engine_warm_set)."""
+    b = TraceBuilder(source="kmemsim predict")
+    t = 0
+    b.process(t, PID, "python3 (llama-cpp-python)")
+    heap, apages, libmaps, notes = _engine(b, t, engine, (probe or {}).get("anon_bytes")
+                                           or (engine or {}).get("anon_bytes", 0))
+    other = _engine_kmem_pages(engine)
+    if other:
+        b.event(t, PID, Op.KMEM, -1, 0, other)
     compute = None
     if probe:
         compute = probe["buffers"].get("CPU compute")
@@ -105,15 +129,26 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
                           {k: touches(warm[k]) for k in kinds},
                           {"decode": int(warm["decode_call"]["anon"])} if "decode_call" in warm else {})
     first_map = b._next_map
+    growth = (warm or {}).get("anon_growth")
+    if host and growth:
+        # the process's anonymous memory grows as the prompt and each step run, beyond what the
+        # session's buffers account for (validate.engine_warm_set's RssAnon at each stop): malloc'd
+        # and numpy memory freed (unmapped) with the Llama object, so it goes at the teardown
+        host.growth = {k: _pages(growth[k]) for k in ("prompt", "decode")}
+        host.grow_pages = host.growth["prompt"] + host.growth["decode"] * int(decode)
+        if host.grow_pages:
+            host.grow = b.mmap(t, PID, "engine heap growth (work buffers, logits rows)", host.grow_pages,
+                               flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.HEAP)
     s = lw.LlamaSession(model, b, pid=PID, ctx=ctx, batch=batch, ubatch=ubatch,
                         compute_buffer_bytes=compute, host=host)
     t = s.load(t + 1, start_process=False)
     # the reference run's own prompt ids (their token_embd rows are what get_rows reads); the greedy
-    # decode's ids depend on the weights, so those stay the session's random draw
+    # decode's ids are the weights' choice: those the warm run generated, then the session's draw
     from .validate import reference_prompt
     hp = s.hp
     ids = reference_prompt(hp["n_vocab"], hp["bos_token_id"], prompt)
-    ids += lw.random_token_ids(s.rng, hp["n_vocab"], decode).tolist()
+    gen = [int(x) for x in (warm or {}).get("tokens", [])][:decode]
+    ids += gen + lw.random_token_ids(s.rng, hp["n_vocab"], decode - len(gen)).tolist()
     t = s.request(prompt, decode, t, tokens=ids)
     t = s.close(t, exit_process=False)
     # Process teardown, as the reference child ends (script end -> Py_FinalizeEx): clearing __main__
@@ -169,7 +204,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     if probe is None:
         probe = V.llama_probe(model, ctx, batch, ubatch, threads)
     if warm is None and engine:
-        warm = V.engine_warm_set(model, prompt, ctx, batch, ubatch, threads)
+        warm = V.engine_warm_set(model, prompt, ctx, batch, ubatch, threads, V.warm_steps(decode))
     tr, sess, n = build_trace(model, prompt, decode, ctx, batch, ubatch, threads, engine, probe, warm)
     notes += n
     cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0)
@@ -192,6 +227,9 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
         "swap_out_bytes": s.get("pswpout", 0) * PAGE_SIZE,
         "swap_in_bytes": s.get("pswpin", 0) * PAGE_SIZE,
         "peak_resident_bytes": s["peak_resident_bytes"],
+        # the most kernel memory charged at once: page tables, page-cache xarray nodes, the engine's
+        # slab (not a metric of the issue; checked against the cgroup's kmem by validate)
+        "kernel_memory_bytes": max([s["nr_kernel_pages"], *r.timeline["nr_kernel_pages"]]) * PAGE_SIZE,
         "ttft_s": None,
         "tpot_s": None,
     }

@@ -56,6 +56,15 @@ def proc_faults(pid):
     return int(rest[7]), int(rest[9])
 
 
+def kernel_memory(samples):
+    """The cgroup's kernel memory in bytes per sample (v1 memory.kmem.usage_in_bytes, v2 memory.stat
+    `kernel`), or None when the run has neither."""
+    for col in ("memcg_kmem_usage_in_bytes", "memcg_kernel"):
+        if col in samples:
+            return samples[col]
+    return None
+
+
 class Source:
     """One counter file, kept open and re-read with pread. kind: 'kv' ("name value" lines: vmstat,
     memory.stat), 'values' (one line of numbers with the given names: zram mm_stat, block stat),
@@ -128,6 +137,10 @@ class Sampler:
         self.sources = [Source("/proc/vmstat", "vmstat_")]
         if memcg_stat:
             self.sources.append(Source(memcg_stat, "memcg_"))
+            # kernel memory charged to the cgroup: v1 has its own file (v2's memory.stat says "kernel")
+            kmem = os.path.join(os.path.dirname(memcg_stat), "memory.kmem.usage_in_bytes")
+            if os.path.exists(kmem):
+                self.sources.append(Source(kmem, "memcg_", "values", ["kmem_usage_in_bytes"]))
         if zram_dev:
             self.sources.append(Source(f"/sys/block/{zram_dev}/mm_stat", "zram_", "values", ZRAM_MM_STAT))
             self.sources.append(Source(f"/sys/block/{zram_dev}/stat", "zram_bio_", "values", BLOCK_STAT))

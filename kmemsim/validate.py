@@ -25,6 +25,7 @@ import pandas as pd
 
 from . import phases
 from .errors import InputError
+from .samplers import kernel_memory
 from .units import parse_size
 
 PAGE = 4096
@@ -259,6 +260,15 @@ def live_run(model, prompt, decode, ctx, mem_limit, outdir, batch=512, ubatch=51
     return measured(outdir, model, rc)
 
 
+def _peak_kernel_memory(run_dir):
+    """The cgroup's largest sampled kernel-memory charge, or None (a run recorded without it)."""
+    p = os.path.join(run_dir, "samples.parquet")
+    if not os.path.exists(p):
+        return None
+    k = kernel_memory(pd.read_parquet(p))
+    return int(k.max()) if k is not None and len(k) else None
+
+
 def measured(outdir, model, rc=0) -> dict:
     with open(os.path.join(outdir, "run", "summary.json")) as f:
         s = json.load(f)
@@ -281,6 +291,7 @@ def measured(outdir, model, rc=0) -> dict:
         "swap_out_bytes": s.get("swap_out_pages", 0) * PAGE,
         "swap_in_bytes": s.get("swap_in_pages", 0) * PAGE,
         "peak_resident_bytes": s.get("peak_resident_bytes"),
+        "kernel_memory_bytes": _peak_kernel_memory(os.path.join(outdir, "run")),
         "ttft_s": res.get("ttft_s"),
         "tpot_s": res.get("tpot_s"),
         "exit_code": rc,
@@ -319,8 +330,9 @@ def engine_baseline(refresh=False) -> dict:
     if os.path.exists(path) and not refresh:
         with open(path) as f:
             res = json.load(f)
-        # a cache from before the per-library records is measured again (as root; else kept as is)
-        if "library_rss" in res or os.geteuid() != 0:
+        # a cache from before the per-library or kernel-memory records is measured again (as root;
+        # else kept as is)
+        if ("library_rss" in res and "kmem_bytes" in res) or os.geteuid() != 0:
             return res
     from .recorder import run_command, require_root
     require_root()
@@ -335,6 +347,7 @@ def engine_baseline(refresh=False) -> dict:
             child = json.load(f)
         # the last tick with the process alive: the largest charge
         i = int(np.argmax((s["memcg_total_cache"] + s["memcg_total_rss"]).to_numpy()))
+        kmem = kernel_memory(s)
         with open(os.path.join(d, "run", "summary.json")) as f:
             files = json.load(f).get("files", {})
         res = {"file_bytes": int(s["memcg_total_cache"].iloc[i]),
@@ -347,6 +360,8 @@ def engine_baseline(refresh=False) -> dict:
                "mapped_file_bytes": int(s["memcg_total_mapped_file"].iloc[i]),
                "anon_bytes": int(child["status"]["RssAnon"]),
                "rss_file_bytes": int(child["status"]["RssFile"]),
+               # kernel memory charged to the cgroup (page tables, slab: dentries, inodes, ...)
+               "kmem_bytes": int(kmem.iloc[i]) if kmem is not None else 0,
                "python": sys.version.split()[0], "measured": time.time()}
     _atomic_json(path, res)
     return res
@@ -386,6 +401,21 @@ def llama_probe(model, ctx, batch=512, ubatch=512, threads=2) -> dict:
 _VMA = re.compile(r"^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ (\d+)\s*(.*)$")
 
 
+def _rss_anon(pid) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _anon_growth(anon_at, steps) -> dict:
+    """{"prompt": bytes, "decode": bytes per step} from the warm run's (mark, RssAnon) stops."""
+    at = [a for tag, a in anon_at if tag == "decode"]
+    return {"prompt": max(0, at[0] - anon_at[0][1]),
+            "decode": max(0, (anon_at[-1][1] - at[0]) // steps)}
+
+
 def referenced_pages(pid, skip=()) -> dict:
     """Pages of pid with the referenced bit set, from /proc/PID/smaps (`Referenced`: the PTE's young
     bit or the folio's PG_referenced, which clear_refs clears): anonymous (inode 0: heap, stack,
@@ -409,6 +439,12 @@ def referenced_pages(pid, skip=()) -> dict:
     return {"anon": anon, "files": files, "exec": execs}
 
 
+def warm_steps(decode) -> int:
+    """How many decode steps the warm run takes for a run of `decode`: 5 at least (the medians),
+    the run's own up to 32 (their token ids)."""
+    return max(5, min(int(decode), 32))
+
+
 def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=5) -> dict:
     """The pages the engine touches around each llama_decode call: the reference run without a limit
     (child mode "warm"), the referenced bits cleared (/proc/PID/clear_refs) before the prompt and
@@ -426,12 +462,13 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
     import hashlib
     st = os.stat(model)
     key = (f"{os.path.realpath(model)}|{st.st_size}|{int(st.st_mtime)}|{prompt}|{ctx}|{batch}|{ubatch}|"
-           f"{threads}|{steps}|call")
+           f"{threads}|{steps}|call|growth")
     path = os.path.join(_cache_dir(), "warm-" + hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
     if os.path.exists(path):
         with open(path) as f:
             return json.load(f)
     windows = []                      # (mark opening it, mark closing it, decode step, referenced pages)
+    anon_at = []                      # (mark, the child's RssAnon in bytes when it stopped there)
     with tempfile.TemporaryDirectory(prefix="kmemsim-warm-") as d:
         script = child_script(d)
         out = os.path.join(d, "warm.json")
@@ -444,6 +481,7 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
                 if not line.startswith("KMEMSIM "):
                     continue
                 tag = line.split()[1]
+                anon_at.append((tag, _rss_anon(p.pid)))
                 if cur:
                     windows.append((cur, tag, step, referenced_pages(p.pid, skip)))
                 step += tag == "decode"
@@ -462,6 +500,8 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
             err.seek(0)
             raise InputError(f"llama.cpp could not run {model} to measure the engine's warm set "
                              f"({(err.read().strip().splitlines() or [p.returncode])[-1]})")
+        with open(out) as f:
+            tokens = json.load(f)["tokens"]
     dec = [r for a, b, j, r in windows if a == "decode" and b != "call" and j >= 1]
     call = [r for a, b, j, r in windows if a == "call" and j >= 1] or [r for a, b, j, r in windows if a == "call"]
     med = lambda xs: int(np.median(xs))
@@ -470,6 +510,13 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
                k: {n: med([r[k].get(n, 0) for r in dec]) for n in sorted({n for r in dec for n in r[k]})}
                for k in ("files", "exec")},
            "decode_call": {"anon": med([r["anon"] for r in call])},
+           # what the process's anonymous memory grows by (new pages: llama.cpp's compute buffer as
+           # far as the graph reaches, ggml's work buffer, the logits rows llama-cpp-python keeps):
+           # over the prompt's call, and per decode step (mean over the steps)
+           "anon_growth": _anon_growth(anon_at, steps),
+           # the greedy decode's ids: the weights decide them, so every run of this model and
+           # prompt, under any limit, generates these (their token_embd rows are what decode reads)
+           "tokens": tokens,
            "steps": [dict(r, window=f"{a}-{b}") for a, b, _, r in windows[1:]]}
     _atomic_json(path, res)
     return res
@@ -479,9 +526,9 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
 # kmemsim validate: live vs predicted, per limit
 
 METRICS = ["storage_read_bytes", "file_evicted_bytes", "major_faults", "minor_faults", "swap_out_bytes",
-           "swap_in_bytes", "peak_resident_bytes", "ttft_s", "tpot_s"]
-# the bounds of issue 5 (relative error); swap only where swapping happened; minor faults, swap-ins and
-# times are reported without a bound
+           "swap_in_bytes", "peak_resident_bytes", "kernel_memory_bytes", "ttft_s", "tpot_s"]
+# the bounds of issue 5 (relative error); swap only where swapping happened; minor faults, swap-ins,
+# kernel memory and times are reported without a bound
 BOUNDS = {"storage_read_bytes": 0.10, "file_evicted_bytes": 0.10, "peak_resident_bytes": 0.10,
           "major_faults": 0.20, "swap_out_bytes": 0.20}
 
@@ -537,7 +584,7 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     os.makedirs(out, exist_ok=True)
     engine = engine_baseline()
     probe = llama_probe(model, ctx, batch, ubatch, threads)
-    warm = engine_warm_set(model, prompt, ctx, batch, ubatch, threads)
+    warm = engine_warm_set(model, prompt, ctx, batch, ubatch, threads, warm_steps(decode))
     rows = []
     runs = {}
     for label, limit in lims:

@@ -83,6 +83,11 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
         r = rows.loc[m]
         assert V.within(m, r.predicted, r.measured), (m, r.predicted, r.measured, r.rel_error)
         assert r.predicted_lo <= r.predicted <= r.predicted_hi      # the band holds the prediction
+    # kernel memory charged to the cgroup (__GFP_ACCOUNT: PTE tables, GFP_PGTABLE_USER; the page
+    # cache's xarray nodes, XA_FLAGS_ACCOUNT; the engine's slab): the core's page tables and nodes plus
+    # the baseline's measured rest, against the cgroup's own kmem counter at its peak
+    k = rows.loc["kernel_memory_bytes"]
+    assert abs(k.predicted - k.measured) <= 0.2 * k.measured, (k.predicted, k.measured)
     # per phase: the child's CLOCK_MONOTONIC stamps on the recorder's clock partition the live run
     assert (tmp_path / "out" / "plots" / f"{limit.replace('%', 'pct')}.png").exists()
     assert not (tmp_path / "out" / "plots-error.txt").exists()
@@ -159,6 +164,49 @@ def test_prediction_reads_the_reference_prompts_rows(small_model, tmp_path):
     got = {int(p) for p, n in zip(c["page"][reads], c["npages"][reads]) for p in range(p, p + n)}
     inner = set(range(emb.first_page + 1, emb.end_page - 1))     # its end pages are shared with neighbours
     assert got & inner == want & inner and len(want & inner) >= 14
+
+
+def _phase_rows(tr, name):
+    """The trace rows of phase `name`: from its mark to the next."""
+    from kmemsim.trace import Op
+    marks = np.flatnonzero(tr.cols["op"] == Op.PHASE)
+    i = int(np.flatnonzero(tr.cols["arg"][marks] == tr.meta["phases"].index(name))[0])
+    return slice(int(marks[i]), int(marks[i + 1]) if i + 1 < len(marks) else len(tr))
+
+
+def _pages_of(tr, rows, mid):
+    from kmemsim.trace import Op
+    c = tr.cols
+    w = (c["map"][rows] == mid) & np.isin(c["op"][rows], [Op.READ, Op.WRITE])
+    return {p for a, n in zip(c["page"][rows][w], c["npages"][rows][w]) for p in range(a, a + n)}
+
+
+def test_prediction_decodes_the_warm_runs_tokens(small_model):
+    # get_rows reads token_embd's row of each decoded id; greedy decoding makes the ids a function
+    # of the weights and the prompt, so the prediction reads the rows of the ids the warm run
+    # generated, then (past them) random ones. The process's measured anonymous growth beyond the
+    # session's own buffers is written as new heap pages: the prompt's once, then each step's.
+    from kmemsim import predict as P
+    from kmemsim.gguf_layout import read_layout
+    L = read_layout(small_model)
+    emb = L.tensor("token_embd.weight")
+    eng = {"file_bytes": 100 * 4096, "anon_bytes": 30 << 20}
+    warm = {"prompt": {"anon": 2500, "files": {}, "exec": {}}, "decode": {"anon": 1000, "files": {}, "exec": {}},
+            "decode_call": {"anon": 880}, "tokens": [31000, 30000],
+            "anon_growth": {"prompt": 900 * 4096, "decode": 10 * 4096}}
+    tr, _, _ = P.build_trace(small_model, 16, 3, 512, engine=eng, warm=warm)
+    ids = {m["name"]: m["id"] for m in tr.meta["maps"]}
+    for j, tok in enumerate(warm["tokens"]):
+        row = (emb.data_offset + tok * emb.row_bytes) // 4096
+        assert row in _pages_of(tr, _phase_rows(tr, f"decode token {j}"), ids["weights (mmap)"]), j
+    # the prompt's growth less the pages its ubatch writes first in the session's compute and
+    # output buffers, then 10 pages a step
+    pre = slice(0, _phase_rows(tr, "prefill ubatch 0").start)
+    fresh = sum(len(_pages_of(tr, _phase_rows(tr, "prefill ubatch 0"), m) - _pages_of(tr, pre, m))
+                for name, m in ids.items() if name.startswith(("compute buffer", "output")))
+    grow = [n for n in ids if n.startswith("engine heap growth")]
+    assert len(grow) == 1 and 0 < fresh < 900
+    assert len(_pages_of(tr, slice(0, len(tr)), ids[grow[0]])) == 900 - fresh + 3 * 10
 
 
 def test_engine_libraries_fault_in_one_by_one(small_model):
@@ -277,3 +325,8 @@ def test_engine_warm_set_sees_what_a_step_runs(small_model):
     assert 0 < warm["decode_call"]["anon"] < warm["decode"]["anon"]
     assert [s["window"] for s in warm["steps"]] == ["decode-call", "call-decode", "decode-decode",
                                                     "decode-call", "call-end"]
+    # the greedy decode's ids, which the weights choose (any run of this model and prompt makes
+    # them), and RssAnon's growth: the prompt's call lays its 16-token graph out in the compute
+    # buffer, touched for the first time, beyond anything a single-token step adds
+    assert len(warm["tokens"]) == 3 and all(0 <= t < SHAPE["n_vocab"] for t in warm["tokens"])
+    assert warm["anon_growth"]["prompt"] > warm["anon_growth"]["decode"] >= 0
