@@ -100,7 +100,11 @@ class HostSet:
       growth, grow, grow_pages: the pages the process's anonymous memory grows by (buffers included)
         over the prompt ("prompt", once) and in each decode step ("decode"); what the session's own
         buffers do not account for is written as new pages of `grow` (a mapping of grow_pages) as
-        the ubatch starts."""
+        the ubatch starts;
+      base, built: the heap pages from `base` on are those Llama() allocates (the context's
+        structures among them): `built` of them are written as the context is created, and the pages
+        a call references are the first of them; the interpreter's, before the call, are the heap's
+        first (its objects from the import)."""
     heap: int
     heap_pages: int
     anon: dict
@@ -109,6 +113,8 @@ class HostSet:
     growth: dict = field(default_factory=dict)
     grow: int = -1
     grow_pages: int = 0
+    base: int = 0
+    built: int = 0
 
 
 class _Layer:
@@ -375,28 +381,35 @@ class LlamaSession:
         call's end (ts[-1]). Of the anonymous ones, those the call references are written at each
         time in ts (each layer's attention, then the call's end): llama.cpp's graph (the context's
         meta buffer, rebuilt by every llama_decode) and ggml's work buffer serve every node; the
-        interpreter's own, before the call, at `start`."""
+        interpreter's own, before the call, at `start`. The memory the process gains in this call
+        beyond the buffers' own new pages (the measured growth: ggml's work buffer, the graph
+        reaching further into the compute buffer, the logits rows the interpreter keeps) is part of
+        what the call references: new pages of `grow`, in place of as many heap pages."""
         h = self.host
         own = self._anon_pages_touched()
-        extra = min(h.heap_pages, h.anon.get(kind, 0) - own)
+        extra = min(h.heap_pages - h.base, h.anon.get(kind, 0) - own)
         call = max(0, min(extra, h.call_anon.get(kind, h.anon.get(kind, 0)) - own))
-        # the interpreter's pages are none of those a call writes (no call runs that code): they go
-        # past the most any call has written
-        self._host_hi = max(self._host_hi, call)
-        py = min(extra - call, h.heap_pages - self._host_hi)
-        if py > 0:
-            self._acc(start, Op.WRITE, h.heap, self._host_hi * P, py * P)
-        for t in ts if call > 0 else ():
-            self._acc(t, Op.WRITE, h.heap, 0, call * P)
-        # the process's new anonymous memory beyond the buffers' own (ggml's work buffer, the
-        # logits rows the interpreter keeps, the graph reaching further into the compute buffer)
         grow = h.growth.get(kind, 0) - self._anon_pages_fresh() - self._grown.get(kind, 0)
-        grow = min(grow, h.grow_pages - self._grow_hi)
-        if grow > 0:
-            self._acc(start, Op.WRITE, h.grow, self._grow_hi * P, grow * P)
-            self._grow_hi += grow
-            if kind != "decode":
-                self._grown[kind] = self._grown.get(kind, 0) + grow
+        grow = max(0, min(grow, h.grow_pages - self._grow_hi))
+        g0, self._grow_hi = self._grow_hi, self._grow_hi + grow
+        if kind != "decode":                      # the prompt's growth is the process's once
+            self._grown[kind] = self._grown.get(kind, 0) + grow
+        heap_call = max(0, call - grow)
+        # the interpreter's pages are none of those a call writes (no call runs that code): its
+        # objects from before Llama() (the heap's first pages), then past the most any call wrote
+        self._host_hi = max(self._host_hi, heap_call)
+        py = extra - call
+        old = max(0, min(py, h.base))
+        new = max(0, min(py - old, h.heap_pages - h.base - self._host_hi))
+        if old:
+            self._acc(start, Op.WRITE, h.heap, 0, old * P)
+        if new:
+            self._acc(start, Op.WRITE, h.heap, (h.base + self._host_hi) * P, new * P)
+        for t in ts:
+            if heap_call > 0:
+                self._acc(t, Op.WRITE, h.heap, h.base * P, heap_call * P)
+            if grow > 0:
+                self._acc(t, Op.WRITE, h.grow, g0 * P, grow * P)
         for m, n in h.files.get(kind, ()):
             self._acc(ts[-1], Op.READ, m, 0, n * P)
 
@@ -531,6 +544,8 @@ class LlamaSession:
                               else self._compute_bytes(self.ubatch, self.kv_size))
         self.m_compute = self._mmap(t, "compute buffer", -(-self.compute_bytes // P),
                                 flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.COMPUTE)
+        if self.host and self.host.built:        # the host's heap Llama() allocates, written now
+            self._ev(t, Op.WRITE, self.host.heap, self.host.base, self.host.built)
 
     def _compute_bytes(self, n_tokens, n_kv):
         """Rough size of ggml-alloc's compute buffer: the largest f32 intermediates live at once."""
@@ -556,7 +571,7 @@ class LlamaSession:
         cb = min(self.compute_bytes, self._compute_bytes(n_tok, n_kv))
         self._acc(int(cur), Op.WRITE, self.m_compute, 0, cb)
         tm_ = TimeCursor(cur, scale)
-        layer_times = []
+        node_times = []                   # after each graph node this model of the graph emits
         last = f"blk.{hp['n_layer'] - 1}."
         for kind, name in self.order:
             if n_out == 0 and kind != "kv" and (name.startswith(last + "ffn") or
@@ -600,13 +615,13 @@ class LlamaSession:
                 tm_.adv(len(ex) * sl)
             elif kind == "kv":
                 self._kv(int(tm_.t), name, pos0, len(tokens), n_kv, streams)
-                layer_times.append(int(tm_.t))
+            node_times.append(int(tm_.t))
         # logits copied out of the compute buffer, then sampled
         ob = 4 * hp["n_vocab"] * n_out
         self._acc(int(tm_.t), Op.WRITE, self.m_out, 0, ob)
         self._acc(int(tm_.t), Op.READ, self.m_out, 0, ob)
         if self.host:
-            self._host_touch(int(cur), layer_times + [int(tm_.t)],
+            self._host_touch(int(cur), node_times + [int(tm_.t)],
                              "decode" if phase.startswith("decode") else "prompt")
         self.n_ubatches += 1
         return int(np.ceil(max(t + dur, tm_.t)))

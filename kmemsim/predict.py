@@ -31,9 +31,10 @@ def _pages(nbytes):
     return -(-int(nbytes) // PAGE_SIZE)
 
 
-def _engine(b, t, engine, anon_bytes):
+def _engine(b, t, engine, anon_bytes, start_bytes=None):
     """The engine before any model (item 1 of the module doc) into builder b: its libraries and
-    files, and `anon_bytes` of heap. Returns (heap map id or -1, heap pages, library maps, notes)."""
+    files, and a heap of `anon_bytes`, the first `start_bytes` (all by default) written at once.
+    Returns (heap map id or -1, heap pages, library maps, notes)."""
     notes = []
     heap, apages, libmaps = -1, 0, {}
     if engine:
@@ -74,7 +75,7 @@ def _engine(b, t, engine, anon_bytes):
         if apages:
             heap = m = b.mmap(t, PID, "engine heap (interpreter, llama.cpp vocab/metadata)", apages,
                        flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.HEAP)
-            b.event(t, PID, Op.WRITE, m, 0, apages)
+            b.event(t, PID, Op.WRITE, m, 0, apages if start_bytes is None else min(apages, _pages(start_bytes)))
     else:
         notes.append("engine footprint not measured (run `kmemsim validate` once as root): interpreter and "
                      "libraries left out")
@@ -102,8 +103,12 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     b = TraceBuilder(source="kmemsim predict")
     t = 0
     b.process(t, PID, "python3 (llama-cpp-python)")
-    heap, apages, libmaps, notes = _engine(b, t, engine, (probe or {}).get("anon_bytes")
-                                           or (engine or {}).get("anon_bytes", 0))
+    # the heap as the probe leaves it after Llama(); with the warm set, what the import alone had
+    # (the baseline's) is written at start, the rest (vocab, metadata, the context's structures, the
+    # pages each call references) as the context is built
+    anon = (probe or {}).get("anon_bytes") or (engine or {}).get("anon_bytes", 0)
+    imported = min(anon, (engine or {}).get("anon_bytes", anon))
+    heap, apages, libmaps, notes = _engine(b, t, engine, anon, imported if warm else None)
     other = _engine_kmem_pages(engine)
     if other:
         b.event(t, PID, Op.KMEM, -1, 0, other)
@@ -128,6 +133,9 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
         host = lw.HostSet(heap, apages, {k: int(warm[k]["anon"]) for k in kinds},
                           {k: touches(warm[k]) for k in kinds},
                           {"decode": int(warm["decode_call"]["anon"])} if "decode_call" in warm else {})
+        if _pages(imported) < apages:          # else (no probe) the calls' pages are the heap's first
+            host.base = _pages(imported)
+            host.built = apages - host.base
     first_map = b._next_map
     growth = (warm or {}).get("anon_growth")
     if host and growth:

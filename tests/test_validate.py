@@ -181,6 +181,29 @@ def _pages_of(tr, rows, mid):
     return {p for a, n in zip(c["page"][rows][w], c["npages"][rows][w]) for p in range(a, a + n)}
 
 
+def test_heap_llama_allocates_is_written_as_the_context_is_built(small_model):
+    # The heap the import leaves (the baseline's RssAnon) is written at start; what Llama() adds on
+    # top (the probe's RssAnon after it: vocab, metadata, llama_context's structures) as the context
+    # is built, at the end of the load. A llama_decode call's own heap pages (the graph's meta
+    # buffer, built by llama_context) are among the latter; the interpreter's pages before the call
+    # (reading the logits, sampling) among its import-era objects.
+    from kmemsim import predict as P
+    eng = {"file_bytes": 100 * 4096, "anon_bytes": 20 << 20}
+    probe = {"anon_bytes": 30 << 20, "buffers": {}}
+    warm = {"prompt": {"anon": 2500, "files": {}, "exec": {}}, "decode": {"anon": 1000, "files": {}, "exec": {}},
+            "decode_call": {"anon": 880}}
+    tr, _, _ = P.build_trace(small_model, 16, 3, 512, engine=eng, probe=probe, warm=warm)
+    heap = next(m["id"] for m in tr.meta["maps"] if m["name"].startswith("engine heap ("))
+    imported, total = 20 << 8, 30 << 8
+    load = _phase_rows(tr, "load")
+    assert _pages_of(tr, slice(0, load.start), heap) == set(range(imported))
+    assert _pages_of(tr, load, heap) == set(range(imported, total))
+    call = _pages_of(tr, _phase_rows(tr, "prefill ubatch 0"), heap)
+    assert call and min(call) == imported
+    step = _pages_of(tr, _phase_rows(tr, "decode token 1"), heap)
+    assert step - call and max(step - call) < imported
+
+
 def test_prediction_decodes_the_warm_runs_tokens(small_model):
     # get_rows reads token_embd's row of each decoded id; greedy decoding makes the ids a function
     # of the weights and the prompt, so the prediction reads the rows of the ids the warm run
