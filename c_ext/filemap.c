@@ -21,9 +21,10 @@ static int xa_multi(int64_t index, int order)
 }
 
 /* xas_store() of a new folio over [index, index + nr): nothing cached there, maybe shadows. */
-void xa_store_folio(struct km_emu *e, struct object *o, int64_t index, int order)
+static void xa_store_folio(struct km_emu *e, struct object *o, int64_t index, int order)
 {
     uint8_t *leaf = o->xa_leaf;
+    if (e->kmem_off) return;
     int64_t nr = 1LL << order;
     if (xa_multi(index, order)) {
         for (int64_t g = index >> XA_CHUNK_SHIFT; g < (index + nr) >> XA_CHUNK_SHIFT; g++) {
@@ -45,9 +46,10 @@ void xa_store_folio(struct km_emu *e, struct object *o, int64_t index, int order
 }
 
 /* The folio's slots emptied (no shadow left: truncation). With a shadow nothing changes. */
-void xa_erase_folio(struct km_emu *e, struct object *o, int64_t index, int order)
+static void xa_erase_folio(struct km_emu *e, struct object *o, int64_t index, int order)
 {
     uint8_t *leaf = o->xa_leaf;
+    if (e->kmem_off) return;
     int64_t nr = 1LL << order;
     if (xa_multi(index, order)) {
         for (int64_t g = index >> XA_CHUNK_SHIFT; g < (index + nr) >> XA_CHUNK_SHIFT; g++) leaf[g] = 0;

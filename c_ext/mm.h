@@ -246,7 +246,7 @@ struct km_emu {
     int64_t kmem_pages;                        /* all of it, in pages */
     int64_t kmem_obj_bytes;                    /* slab objects (xarray nodes), charged in whole pages */
     int64_t nr_page_tables, nr_xa_nodes;
-    int kmem_off;                              /* counted but not charged (the plain-LRU cache) */
+    int kmem_off;                              /* no kernel memory (the plain-LRU cache) */
 
     /* zram */
     int32_t *zram_size;                        /* slot -> bytes in zsmalloc (0 same-filled) */
@@ -316,8 +316,6 @@ void mem_cgroup_uncharge(struct km_emu *e, int64_t nr);
 int64_t mem_cgroup_get_nr_swap_pages(const struct km_emu *e);
 void memcg_kmem_charge(struct km_emu *e, int64_t nr);      /* nr < 0 uncharges */
 void pte_alloc_charge(struct km_emu *e, int nr);            /* memory.c; nr < 0 frees */
-void xa_store_folio(struct km_emu *e, struct object *o, int64_t index, int order);   /* filemap.c */
-void xa_erase_folio(struct km_emu *e, struct object *o, int64_t index, int order);
 void obj_cgroup_charge(struct km_emu *e, int64_t bytes);    /* bytes < 0 uncharges */
 
 /* swap.c: LRU list manipulation */

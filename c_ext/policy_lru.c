@@ -38,7 +38,6 @@ static void lru_evict(struct km_emu *e, folio_id id)
         int64_t p = o->kind == OBJ_FILE ? vma_pte_index(v, f->index) : f->index;
         if (v->alive && p >= 0 && (v->pte[p] & PTE_PRESENT)) { v->pte[p] = 0; e->tasks[v->task].rss--; }
     }
-    if (o->kind == OBJ_FILE) xa_erase_folio(e, o, f->index, 0);    /* no shadows here */
     o->folio[f->index] = -1;
     o->nr_resident--;
     if (o->kind == OBJ_FILE) { o->pages_deleted++; count(e, VM_file_pages_deleted, 1); }
@@ -256,9 +255,7 @@ static inline __attribute__((always_inline)) int lru_ref(struct km_emu *e, struc
     f->index = c->base + p;
     f->flags = c->file ? 0 : PG_swapbacked;
     f->mapcount = 1;
-    if (c->file) xa_store_folio(e, o, c->base + p, 0);
     o->folio[c->base + p] = id;
-    o->shadow[c->base + p] = 0;                          /* the folio takes the slot */
     o->nr_resident++;
     if (c->file) { o->pages_added++; count(e, VM_file_pages_added, 1); count(e, VM_pgpgin, 1); }
     if (c->deferred) {

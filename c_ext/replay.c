@@ -353,7 +353,7 @@ int32_t km_check_invariants(struct km_emu *e)
                 tables += e->vmas[v].pmdtab[r] == PMD_TABLE;
     for (int32_t o = 0; o < e->nr_objs; o++) {
         struct object *ob = &e->objs[o];
-        if (!ob->xa_leaf) continue;
+        if (!ob->xa_leaf || e->kmem_off) continue;
         for (int64_t g = 0; g <= ob->npages >> XA_CHUNK_SHIFT; g++) {
             int64_t used = 0;
             for (int64_t p = g << XA_CHUNK_SHIFT; p < ob->npages && p < (g + 1) << XA_CHUNK_SHIFT; p++)
