@@ -13,6 +13,8 @@ struct vmscan_event {
     u64 c;              /* inactive: nr_dirty; active: nr_referenced; reclaim: order */
     u64 d;              /* inactive: nr_writeback; active: nr_active; reclaim: gfp_flags */
     u64 e;              /* inactive: nr_activate0 (anon) | nr_activate1 (file) << 32 */
+    u64 f;              /* inactive: nr_ref_keep | nr_unmap_fail << 32 (the rest of what is kept
+                         * was locked, e.g. under readahead I/O, or under writeback) */
     u64 priority;
     u64 flags;          /* reclaim_flags (RECLAIM_WB_*) */
 };
@@ -41,6 +43,7 @@ TRACEPOINT_PROBE(vmscan, mm_vmscan_lru_shrink_inactive) {
     FILL_HEADER(e);
     e.kind = 0; e.a = args->nr_scanned; e.b = args->nr_reclaimed; e.c = args->nr_dirty;
     e.d = args->nr_writeback; e.e = args->nr_activate0 | ((u64)args->nr_activate1 << 32);
+    e.f = args->nr_ref_keep | ((u64)args->nr_unmap_fail << 32);
     e.priority = args->priority; e.flags = args->reclaim_flags;
     vmscan_events.perf_submit(args, &e, sizeof(e));
     return 0;

@@ -112,11 +112,11 @@ class Filemap(Probe):
 
 class Vmscan(Probe):
     name, source, output = "vmscan", "vmscan.c", "vmscan_events"
-    fields = ("kind", "a", "b", "c", "d", "e", "priority", "flags")
+    fields = ("kind", "a", "b", "c", "d", "e", "f", "priority", "flags")
     KINDS = ("shrink_inactive", "shrink_active", "direct_reclaim", "memcg_reclaim", "write_folio")
     page_cnt = 128
     tracepoints = {
-        "vmscan:mm_vmscan_lru_shrink_inactive": "shrink_inactive_list: scanned, reclaimed, dirty, activated",
+        "vmscan:mm_vmscan_lru_shrink_inactive": "shrink_inactive_list: scanned, reclaimed, dirty, activated, kept referenced",
         "vmscan:mm_vmscan_lru_shrink_active": "shrink_active_list: taken, deactivated, referenced",
         "vmscan:mm_vmscan_direct_reclaim_begin": "start of direct reclaim (global pressure)",
         "vmscan:mm_vmscan_direct_reclaim_end": "its end: duration and pages reclaimed",
