@@ -99,8 +99,8 @@ class HostSet:
         sampling), is written once as the ubatch starts. A kind not in it: all within the call;
       growth, grow, grow_pages: the pages the process's anonymous memory grows by (buffers included)
         over the prompt ("prompt", once) and in each decode step ("decode"); what the session's own
-        buffers do not account for is written as new pages of `grow` (a mapping of grow_pages) as
-        the ubatch starts;
+        buffers do not account for is written as new pages of `grow` (a mapping of grow_pages),
+        among the pages the call references;
       base, built: the heap pages from `base` on are those Llama() allocates (the context's
         structures among them): `built` of them are written as the context is created, and the pages
         a call references are the first of them; the interpreter's, before the call, are the heap's
@@ -379,7 +379,7 @@ class LlamaSession:
         """The host program's pages around this llama_decode call (HostSet): its anonymous pages
         beyond those of llama.cpp's buffers this ubatch touched, and its libraries' pages, read at the
         call's end (ts[-1]). Of the anonymous ones, those the call references are written at each
-        time in ts (each layer's attention, then the call's end): llama.cpp's graph (the context's
+        time in ts (after each graph node, then at the call's end): llama.cpp's graph (the context's
         meta buffer, rebuilt by every llama_decode) and ggml's work buffer serve every node; the
         interpreter's own, before the call, at `start`. The memory the process gains in this call
         beyond the buffers' own new pages (the measured growth: ggml's work buffer, the graph

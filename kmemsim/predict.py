@@ -8,9 +8,11 @@ The trace is one process:
      memory, replaced by what the model's metadata probe reports (validate.llama_probe: RssAnon after
      Llama() built with no_alloc, i.e. plus llama.cpp's vocab/metadata heap and llama-cpp-python's
      objects);
+     The baseline's kernel memory beyond what the core charges itself is one KMEM event;
   2. llama.cpp's load, context, prompt and decode steps (kmemsim.llama_workload), with the compute
-     buffer sized as llama.cpp logs it.
-Nothing here is fitted to a run: the same two measurements feed every model and every limit.
+     buffer sized as llama.cpp logs it, and the engine's warm set, anonymous growth and decode ids
+     measured by the unlimited warm run (validate.engine_warm_set).
+Nothing here is fitted to a run: the same measurements feed every limit.
 """
 from __future__ import annotations
 
