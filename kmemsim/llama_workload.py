@@ -183,8 +183,8 @@ class LlamaSession:
         self._host_hi = 0                  # heap pages [0, _host_hi) have been written by a call
         self._grow_hi = 0                  # host growth pages [0, _grow_hi) written
         self._grown = {}                   # growth written per kind (the prompt's counts once)
-        self._anon_maps = set()
-        self._anon_seen = {}               # anon buffer -> its pages any flushed event touched
+        self._anon_maps = {}               # the session's anonymous buffers: map -> pages
+        self._anon_seen = {}               # with the host's growth: buffer -> pages touched so far
         self.hp = self.L.hparams
         self.b = builder
         self.pid = int(pid)
@@ -335,8 +335,10 @@ class LlamaSession:
         that must sort after them (phase marks, mmaps, exit)."""
         self._scalars_to_chunk()
         if self._chunks:
-            for mm, mask in self._anon_masks().items():
-                self._anon_seen[mm] |= mask
+            if self.host and self.host.growth:        # only the growth asks what is new
+                for mm, mask in self._anon_masks().items():
+                    seen = self._anon_seen.setdefault(mm, np.zeros(len(mask), bool))
+                    seen |= mask
             cols = [np.concatenate([c[i] for c in self._chunks]) for i in range(8)]
             self.b.ranges(*cols)
             self._chunks = []
@@ -345,8 +347,7 @@ class LlamaSession:
         self._flush()
         m = self.b.mmap(t, self.pid, name, npages, **kw)
         if kw.get("file", -1) < 0:
-            self._anon_maps.add(m)
-            self._anon_seen[m] = np.zeros(npages, bool)
+            self._anon_maps[m] = npages
         return m
 
     def _anon_masks(self):
@@ -360,20 +361,12 @@ class LlamaSession:
         out = {}
         for mm in np.unique(m[sel]):
             k = sel & (m == mm)
-            size = len(self._anon_seen[int(mm)])
+            size = self._anon_maps[int(mm)]
             d = np.zeros(size + 1, np.int64)
             np.add.at(d, np.minimum(a[k], size), 1)
             np.add.at(d, np.minimum(a[k] + n[k], size), -1)
             out[int(mm)] = np.cumsum(d[:-1]) > 0
         return out
-
-    def _anon_pages_touched(self):
-        """Distinct pages of the session's anonymous buffers accessed since the last phase mark."""
-        return sum(int(k.sum()) for k in self._anon_masks().values())
-
-    def _anon_pages_fresh(self):
-        """Of those, the pages no earlier event touched: memory the process gains in this ubatch."""
-        return sum(int((k & ~self._anon_seen[mm]).sum()) for mm, k in self._anon_masks().items())
 
     def _host_touch(self, start, ts, kind):
         """The host program's pages around this llama_decode call (HostSet): its anonymous pages
@@ -386,10 +379,14 @@ class LlamaSession:
         reaching further into the compute buffer, the logits rows the interpreter keeps) is part of
         what the call references: new pages of `grow`, in place of as many heap pages."""
         h = self.host
-        own = self._anon_pages_touched()
+        masks = self._anon_masks()          # the session's buffers' pages this ubatch touched
+        own = sum(int(k.sum()) for k in masks.values())
         extra = min(h.heap_pages - h.base, h.anon.get(kind, 0) - own)
         call = max(0, min(extra, h.call_anon.get(kind, h.anon.get(kind, 0)) - own))
-        grow = h.growth.get(kind, 0) - self._anon_pages_fresh() - self._grown.get(kind, 0)
+        # of those, the pages no earlier event touched: memory the process gains in this ubatch
+        fresh = sum(int((k & ~self._anon_seen[mm]).sum()) if mm in self._anon_seen else int(k.sum())
+                    for mm, k in masks.items())
+        grow = h.growth.get(kind, 0) - fresh - self._grown.get(kind, 0)
         grow = max(0, min(grow, h.grow_pages - self._grow_hi))
         g0, self._grow_hi = self._grow_hi, self._grow_hi + grow
         if kind != "decode":                      # the prompt's growth is the process's once
@@ -734,7 +731,7 @@ class LlamaSession:
         for a in ("fid", "m_file", "m_repack", "m_cpu", "m_read"):
             setattr(s, a, getattr(self, a, -1))
         s._anon_maps |= self._anon_maps
-        s._anon_seen.update(self._anon_seen)      # the same arrays: both sessions write them
+        s._anon_seen = self._anon_seen            # one record of what is touched: both sessions add to it
         s._create_context(t)
         s.loaded = True
         return s
