@@ -60,7 +60,7 @@ void memcg_kmem_charge(struct km_emu *e, int64_t nr)
  * moves in whole pages as the bytes cross page boundaries (the per-cpu obj_stock's remainder). */
 void obj_cgroup_charge(struct km_emu *e, int64_t bytes)
 {
-    int64_t before = (e->kmem_obj_bytes + 4095) / 4096;
+    int64_t before = (e->kmem_obj_bytes + PAGE_SIZE - 1) / PAGE_SIZE;
     e->kmem_obj_bytes += bytes;
-    memcg_kmem_charge(e, (e->kmem_obj_bytes + 4095) / 4096 - before);
+    memcg_kmem_charge(e, (e->kmem_obj_bytes + PAGE_SIZE - 1) / PAGE_SIZE - before);
 }

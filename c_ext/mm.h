@@ -114,6 +114,7 @@ struct vma {
                                 * mapping from then on. It shares pte's allocation */
 };
 
+#define PAGE_SIZE 4096
 #define PMD_ORDER 9            /* HPAGE_PMD_ORDER with 4 KiB pages (x86-64, arm64) */
 enum { PMD_TABLE = 1, PMD_SPLIT = 2 };
 #define XA_CHUNK_SHIFT 6       /* 64 slots per xarray node */
@@ -316,6 +317,7 @@ void mem_cgroup_uncharge(struct km_emu *e, int64_t nr);
 int64_t mem_cgroup_get_nr_swap_pages(const struct km_emu *e);
 void memcg_kmem_charge(struct km_emu *e, int64_t nr);      /* nr < 0 uncharges */
 void pte_alloc_charge(struct km_emu *e, int nr);            /* memory.c; nr < 0 frees */
+int64_t vma_pte_tables(const struct vma *v);                /* mmap.c */
 void obj_cgroup_charge(struct km_emu *e, int64_t bytes);    /* bytes < 0 uncharges */
 
 /* swap.c: LRU list manipulation */

@@ -131,6 +131,15 @@ int do_mmap(struct km_emu *e, int32_t id, int32_t task, int64_t file, int64_t pg
     return 0;
 }
 
+/* The PTE tables a vma holds (pmdtab entries PMD_TABLE). */
+int64_t vma_pte_tables(const struct vma *v)
+{
+    int64_t tables = 0;
+    for (int64_t r = 0; r < (v->npages + (1 << PMD_ORDER) - 1) >> PMD_ORDER; r++)
+        tables += v->pmdtab[r] == PMD_TABLE;
+    return tables;
+}
+
 void do_munmap(struct km_emu *e, int32_t vma, int64_t page, int64_t n)
 {
     if (e->vmas[vma].flags & MAP_F_LOCKED) mlock_range(e, vma, page, n, 0);   /* munlock on unmap */
@@ -140,10 +149,7 @@ void do_munmap(struct km_emu *e, int32_t vma, int64_t page, int64_t n)
         for (int64_t r = page >> PMD_ORDER; r <= (page + n - 1) >> PMD_ORDER; r++)
             if (!v->pmdtab[r]) v->pmdtab[r] = PMD_SPLIT;
     if (page == 0 && n == v->npages) {
-        int64_t tables = 0;                              /* free_pgtables(): the vma's PTE tables */
-        for (int64_t r = 0; r < (v->npages + (1 << PMD_ORDER) - 1) >> PMD_ORDER; r++)
-            tables += v->pmdtab[r] == PMD_TABLE;
-        pte_alloc_charge(e, (int)-tables);
+        pte_alloc_charge(e, (int)-vma_pte_tables(v));   /* free_pgtables(): the vma's PTE tables */
         v->alive = 0;
         rmap_remove(e, v->obj, vma);
         if (v->anon >= 0 && v->anon != v->obj) rmap_remove(e, v->anon, vma);

@@ -348,9 +348,7 @@ int32_t km_check_invariants(struct km_emu *e)
     if (e->total_pages && free_pages(e) < 0) return km_fail(e, "negative free pages"), 15;
     int64_t tables = 0, nodes = 0;
     for (int32_t v = 0; v < e->nr_vmas; v++)
-        if (e->vmas[v].alive)
-            for (int64_t r = 0; r < (e->vmas[v].npages + (1 << PMD_ORDER) - 1) >> PMD_ORDER; r++)
-                tables += e->vmas[v].pmdtab[r] == PMD_TABLE;
+        if (e->vmas[v].alive) tables += vma_pte_tables(&e->vmas[v]);
     for (int32_t o = 0; o < e->nr_objs; o++) {
         struct object *ob = &e->objs[o];
         if (!ob->xa_leaf || e->kmem_off) continue;

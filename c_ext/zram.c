@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include "mm.h"
 
-#define PAGE_SIZE 4096
 #define MAX_ZPAGE_SIZE (PAGE_SIZE / 4 * 3)    /* huge_class_size threshold */
 #define ZS_HANDLE_SIZE 8
 #define ZS_MIN_ALLOC_SIZE 32
