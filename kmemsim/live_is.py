@@ -37,6 +37,7 @@ import numpy as np
 
 from .atomic import atomic_write
 from .errors import InputError
+from .samplers import read_kv
 
 PAGE = 4096
 MADV_PAGEOUT = 21
@@ -271,16 +272,8 @@ def drain_lru_batches(pid) -> str:
 # The controller
 
 def _status(pid):
-    out = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                if k in ("VmRSS", "RssAnon", "VmSwap"):
-                    out[k] = int(v.split()[0]) * 1024
-    except OSError:
-        pass
-    return out
+    st = read_kv(f"/proc/{pid}/status")
+    return {k: st[k] * 1024 for k in ("VmRSS", "RssAnon", "VmSwap") if k in st}
 
 
 def _zram_stat():

@@ -25,7 +25,7 @@ import pandas as pd
 
 from . import phases
 from .errors import InputError
-from .samplers import kernel_memory
+from .samplers import kernel_memory, read_kv
 from .units import parse_size
 
 PAGE = 4096
@@ -401,14 +401,6 @@ def llama_probe(model, ctx, batch=512, ubatch=512, threads=2) -> dict:
 _VMA = re.compile(r"^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ (\d+)\s*(.*)$")
 
 
-def _rss_anon(pid) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def _anon_growth(anon_at, steps) -> dict:
     """{"prompt": bytes, "decode": bytes per step} from the warm run's (mark, RssAnon) stops."""
     at = [a for tag, a in anon_at if tag == "decode"]
@@ -481,7 +473,7 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
                 if not line.startswith("KMEMSIM "):
                     continue
                 tag = line.split()[1]
-                anon_at.append((tag, _rss_anon(p.pid)))
+                anon_at.append((tag, read_kv(f"/proc/{p.pid}/status").get("RssAnon", 0) * 1024))
                 if cur:
                     windows.append((cur, tag, step, referenced_pages(p.pid, skip)))
                 step += tag == "decode"
