@@ -76,7 +76,10 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
     struct folio *f = &e->folios[id];
     f->obj = obj;
     f->index = index;
-    f->flags = (readahead_mark ? PG_readahead : 0) | (noretry ? PG_locked : 0);   /* noretry: readahead */
+    /* locked until read: readahead's (noretry) until the call returns, or all until the device
+     * has read them when storage takes time (bio.c) */
+    f->flags = (readahead_mark ? PG_readahead : 0) | (noretry || e->io_on ? PG_locked : 0);
+    if (e->io_on) bio_add_folio(e, id);
     if (o->weights) f->flags |= PG_weights;
     uint64_t shadow = 0;
     for (int i = nr - 1; i >= 0; i--)                  /* __filemap_add_folio: the last shadow */
@@ -126,6 +129,7 @@ int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n)
             if (f < 0) {
                 if (filemap_add_folio(e, obj, p, 0, 0, 0) < 0) return p - index;
                 f = e->objs[obj].folio[p];
+                if (e->io_on) submit_read(e);            /* filemap_read_folio() */
             }
             count(e, VM_stall_read_ios, 1);
             count(e, VM_stall_read_pages, (int64_t)(e->vm[VM_pgpgin] - before));
@@ -135,6 +139,7 @@ int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n)
             page_cache_async_ra(e, obj, f, p, index + n - p);
             e->folios[f].flags &= ~PG_pinned;
         }
+        if (f >= 0 && f != last) folio_wait_locked(e, f);   /* filemap_update_page() */
         if (f >= 0 && f != last) {                   /* a reference by the trace, as a fault's is */
             if (e->policy->folio_accessed) e->policy->folio_accessed(e, f);
             else folio_mark_accessed(e, f);

@@ -20,6 +20,14 @@ struct km_config {
     int32_t swap_zeromap;         /* 1 (Linux 6.12+): zero pages swap out to a bitmap, never to zram */
     int32_t exec_folio_order;     /* Linux 6.17+: exec faults read forward within the vma in folios of
                                    * this order (x86 0, arm64 4); -1: before, read around like data */
+    int64_t io_latency_ns;        /* storage: a read's latency, and its time per page (the inverse */
+    int64_t io_ns_per_page;       /* bandwidth); both 0: reads complete as the readahead call returns */
+    int32_t nr_threads;           /* threads sharing one graph node (events at one trace time) */
+    /* what the task's own work costs on the clock reads complete against (a device profile's,
+     * as kmemsim.timing charges them): ns per page swapped in (decompressed; a same-filled or
+     * zeromap page: zero_ns), per page swapped out, per file folio dropped and per page scanned
+     * by the task's own reclaim */
+    int64_t swapin_ns, zero_ns, swapout_ns, file_folio_ns, scan_ns;
     int64_t sample_ns;            /* timeline sampling interval in trace time; 0 = phases only */
     char policy[32];
     int64_t policy_param;         /* policy-specific strength (e.g. DW rotations) */

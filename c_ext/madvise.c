@@ -64,7 +64,7 @@ void generic_fadvise(struct km_emu *e, int32_t obj, int64_t page, int64_t n, int
         /* invalidate_mapping_pages(): drop clean, unmapped folios (no shadow: not reclaim) */
         for (int64_t p = page; p < page + n; p++) {
             folio_id f = o->folio[p];
-            if (f < 0 || e->folios[f].mapcount > 0 || (e->folios[f].flags & PG_unevictable)) continue;
+            if (f < 0 || e->folios[f].mapcount > 0 || (e->folios[f].flags & (PG_unevictable | PG_locked))) continue;
             lruvec_del_folio(e, f);
             filemap_remove_folio(e, f, 0);
             folio_free(e, f);

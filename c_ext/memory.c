@@ -79,12 +79,13 @@ static int do_fault_around(struct km_emu *e, int32_t vi, int64_t p)
     struct object *o = &e->objs[v->obj];
     int64_t nr = e->cfg.fault_around_pages;
     int64_t from = p & ~(nr - 1), to = from + nr;        /* vmas start PMD-aligned (thp_get_unmapped_area) */
+    bio_poll(e);
     if (to > v->npages) to = v->npages;
     /* filemap_map_pmd(): the first uptodate folio of the window, if PMD-sized and starting at the
      * window start, goes in as one PMD (next_uptodate_folio() skips PG_readahead folios) */
     if (v->anon < 0 && !(from & ((1LL << PMD_ORDER) - 1))) {
         folio_id f0 = o->folio[v->pgoff + from];
-        if (f0 >= 0 && !(e->folios[f0].flags & PG_readahead) && map_pmd(e, vi, from, f0)) {
+        if (f0 >= 0 && !(e->folios[f0].flags & (PG_readahead | PG_locked)) && map_pmd(e, vi, from, f0)) {
             count(e, VM_fault_around_pages, (1LL << PMD_ORDER) - 1);
             return 1;                                    /* (the PMD path leaves mmap_miss as it was) */
         }
@@ -96,7 +97,7 @@ static int do_fault_around(struct km_emu *e, int32_t vi, int64_t p)
         if (v->pte[q] & PTE_PRESENT) continue;
         if (v->anon >= 0 && e->objs[v->anon].swap && e->objs[v->anon].swap[q] >= 0) continue;
         folio_id f = o->folio[v->pgoff + q];
-        if (f < 0 || (e->folios[f].flags & PG_readahead)) continue;
+        if (f < 0 || (e->folios[f].flags & (PG_readahead | PG_locked))) continue;   /* !uptodate */
         set_pte(e, v, q, q == p ? PTE_YOUNG : young, f);
         if (q == p) mapped_fault = 1;
         else count(e, VM_fault_around_pages, 1);
@@ -123,6 +124,7 @@ static folio_id filemap_fault(struct km_emu *e, int32_t vi, int64_t p)
         e->folios[f].flags |= PG_pinned;
         do_async_mmap_readahead(e, vi, f, idx);
         e->folios[f].flags &= ~PG_pinned;
+        folio_wait_locked(e, f);                         /* lock_folio_maybe_drop_mmap() */
         return f;
     }
     count(e, VM_pgmajfault, 1);
@@ -130,8 +132,11 @@ static folio_id filemap_fault(struct km_emu *e, int32_t vi, int64_t p)
     uint64_t before = e->vm[VM_pgpgin];
     do_sync_mmap_readahead(e, vi, idx);
     f = e->objs[obj].folio[idx];
-    if (f < 0 && filemap_add_folio(e, obj, idx, 0, 0, 0) == 0)   /* no readahead: just this page */
+    if (f < 0 && filemap_add_folio(e, obj, idx, 0, 0, 0) == 0) {   /* no readahead: just this page */
         f = e->objs[obj].folio[idx];
+        if (e->io_on) submit_read(e);                    /* filemap_read_folio() */
+    }
+    if (f >= 0) folio_wait_locked(e, f);
     count(e, VM_stall_read_ios, 1);                     /* the task waits for this read */
     count(e, VM_stall_read_pages, (int64_t)(e->vm[VM_pgpgin] - before));
     return f;
@@ -158,6 +163,7 @@ static int do_swap_page(struct km_emu *e, int32_t vi, int32_t anon, int64_t p, i
     uint64_t shadow = o->shadow[idx];
     o->shadow[idx] = 0;
     if (e->zram_size[slot] == 0) count(e, VM_zram_same_reads, 1);
+    task_time(e, e->zram_size[slot] == 0 || zeromap ? e->cfg.zero_ns : e->cfg.swapin_ns);
     zram_free_slot(e, slot);
     o->swap[idx] = -1;
     if (zeromap) {

@@ -41,8 +41,9 @@ enum { PG_active = 1, PG_referenced = 2, PG_workingset = 4, PG_unevictable = 8, 
         * filemap_fault(), the read batch in filemap_read()) while it allocates for readahead;
         * __remove_mapping()'s folio_ref_freeze() fails on such a folio, so reclaim keeps it */
        PG_pinned = 256,
-       /* a readahead folio from its allocation until its read completes (the I/O is instant here:
-        * until the readahead call returns); shrink_folio_list()'s folio_trylock() fails: keep */
+       /* a folio being read: from its allocation until its read completes (bio.c; without a
+        * storage time, until the readahead call returns); shrink_folio_list()'s folio_trylock()
+        * fails (keep), filemap_map_pages() skips it, and a task that needs it waits */
        PG_locked = 512 };
 
 /* PTE bits: one byte per virtual page of a vma. */
@@ -142,7 +143,7 @@ struct task {
     X(fault_around_pages) X(fault_failed) X(minor_fault_pages) X(zero_page_maps) X(zram_same_reads) \
     X(accesses) X(misses) X(reclaim_runs) \
     X(stall_read_ios) X(stall_read_pages) X(stall_swapin_pages) X(stall_reclaim_scanned) \
-    X(stall_reclaim_swapout) X(stall_reclaim_file_folios)
+    X(stall_reclaim_swapout) X(stall_reclaim_file_folios) X(io_waits) X(io_wait_ns)
 
 #define KM_GAUGES(X) \
     X(nr_free_pages) X(nr_inactive_anon) X(nr_active_anon) X(nr_inactive_file) X(nr_active_file) \
@@ -262,7 +263,16 @@ struct km_emu {
     uint64_t *task_row, *phase_row;            /* the current task's and phase's rows (or scratch) */
     uint64_t scratch[2][NR_VM_COUNTERS];       /* rows for "no task" / "no phase yet" */
     int32_t cur_task, cur_phase, nr_phases;
-    int64_t now;
+    int64_t now;                               /* trace time of the event being replayed */
+
+    /* reads in flight (bio.c) */
+    int io_on;                                 /* the config gives storage a time */
+    struct bio_entry { folio_id f; int64_t done; } *ioq;
+    int64_t ioq_head, ioq_tail, ioq_cap, ioq_unsubmitted;   /* [unsubmitted, tail): no time yet */
+    int64_t *io_done;                          /* per folio: when its read completes (while locked) */
+    int64_t io_delay;                          /* the tasks' clock less trace time: their read waits */
+    int64_t dev_free;                          /* the device has read everything queued by then */
+    int64_t io_wait[64]; int nr_io_wait;       /* threads of this graph node waiting: until when */
 
     /* timeline */
     int64_t next_sample;
@@ -431,6 +441,21 @@ static inline int vma_populate_write(const struct vma *v)
 {
     return v->anon >= 0 && (v->anon == v->obj || (v->flags & MAP_F_WRITE));
 }
+
+/* bio.c */
+static inline int64_t io_clock(const struct km_emu *e) { return e->now + e->io_delay; }
+/* the task spends ns of its own time (reclaim, decompression): the clock moves on */
+static inline void task_time(struct km_emu *e, int64_t ns) { e->io_delay += ns; }
+void bio_add_folio(struct km_emu *e, folio_id f);
+void submit_read(struct km_emu *e);
+void bio_endio(struct km_emu *e);
+/* before looking at PG_locked: the reads done by now are complete (the clock moves within an event) */
+static inline void bio_poll(struct km_emu *e)
+{
+    if (e->io_on && e->ioq_head < e->ioq_unsubmitted && e->ioq[e->ioq_head].done <= io_clock(e)) bio_endio(e);
+}
+void folio_wait_locked(struct km_emu *e, folio_id f);
+void io_barrier(struct km_emu *e, int64_t next);
 
 /* madvise.c / mlock.c / fadvise */
 void do_madvise(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int advice);

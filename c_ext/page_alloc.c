@@ -35,6 +35,7 @@ static void folios_grow(struct km_emu *e, int64_t cap)
     free(e->folios);
     e->folios = n;
     e->cap_folios = cap;
+    if (e->io_done && !(e->io_done = realloc(e->io_done, sizeof(int64_t) * (size_t)cap))) abort();
 }
 
 

@@ -35,9 +35,11 @@ static int64_t ractl_max_pages(struct km_emu *e, struct file_ra_state *ra, int64
     return max;
 }
 
-/* read_pages() and the reads' completion: the window's folios are unlocked (PG_locked) */
+/* read_pages(): the window goes to the device (bio.c); without a storage time the reads complete
+ * now and the window's folios are unlocked (PG_locked) */
 static void ra_unlock(struct km_emu *e, int32_t obj, int64_t index, int64_t nr)
 {
+    if (e->io_on) { submit_read(e); return; }
     struct object *o = &e->objs[obj];
     if (index + nr > o->npages) nr = o->npages - index;
     for (int64_t p = index; p < index + nr;) {

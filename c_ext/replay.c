@@ -28,6 +28,8 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
     e->policy = pol;
     if (pol->init) pol->init(e);                  /* may adjust the config before anything uses it */
     e->free_folio = -1;
+    e->io_on = e->cfg.io_latency_ns > 0 || e->cfg.io_ns_per_page > 0;
+    if (e->cfg.nr_threads < 1) e->cfg.nr_threads = 1;
     e->task_row = e->scratch[0];
     e->phase_row = e->scratch[1];
     e->next_sample = e->cfg.sample_ns > 0 ? INT64_MIN : INT64_MAX;
@@ -67,7 +69,7 @@ void km_free(struct km_emu *e)
     for (int32_t i = 0; i < e->nr_vmas; i++) free(e->vmas[i].pte);
     free(e->objs); free(e->vmas); free(e->tasks); free(e->folios); free(e->file_obj);
     free(e->task_vm); free(e->phase_vm); free(e->tl); free(e->zram_size); free(e->zram_free);
-    free(e->policy_data);
+    free(e->policy_data); free(e->ioq); free(e->io_done);
     free(e);
 }
 
@@ -162,6 +164,11 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
     for (int k = 0; k < PF_SLOT; k++) ring[k].obj = -1;
     for (int64_t i = 0; i < n; i++) {
         prefetch_events(e, i, n, op, map, page, ring);
+        if (e->io_on) {
+            if (e->nr_io_wait && t[i] != e->now) io_barrier(e, t[i]);   /* a graph node ended */
+            e->now = t[i];
+            bio_poll(e);
+        }
         e->now = t[i];
         if (t[i] >= e->next_sample) {                     /* INT64_MAX when not sampling */
             if (e->tl_rows == 0) e->next_sample = t[i];

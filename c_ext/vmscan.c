@@ -168,7 +168,10 @@ int folio_evict(struct km_emu *e, folio_id id)
         } else {
             count(e, VM_pswpout, 1);
             count(e, VM_pgpgout, 1);
-            if (e->in_sync_reclaim) count(e, VM_stall_reclaim_swapout, 1);   /* compressed while waiting */
+            if (e->in_sync_reclaim) {                    /* compressed while waiting */
+                count(e, VM_stall_reclaim_swapout, 1);
+                task_time(e, e->cfg.swapout_ns);
+            }
         }
     }
     try_to_unmap(e, id);
@@ -180,7 +183,10 @@ int folio_evict(struct km_emu *e, folio_id id)
         o->nr_resident--;
     } else {
         filemap_remove_folio(e, id, shadow);
-        if (e->in_sync_reclaim) count(e, VM_stall_reclaim_file_folios, 1);   /* the reclaimer's own time */
+        if (e->in_sync_reclaim) {                        /* the reclaimer's own time */
+            count(e, VM_stall_reclaim_file_folios, 1);
+            task_time(e, e->cfg.file_folio_ns);
+        }
     }
     folio_free(e, id);
     return 1;
@@ -257,10 +263,14 @@ static int64_t shrink_inactive_list(struct km_emu *e, int64_t nr_to_scan, struct
     static __thread int64_t cap;
     int64_t nr_scanned;
     int file = is_file_lru(lru);
+    bio_poll(e);
     int64_t n = isolate_lru_folios(e, lru, nr_to_scan, &buf, &cap, &nr_scanned);
     if (!n) return 0;
     count(e, scan_item[sc->who], nr_scanned);
-    if (sc->who != RECLAIM_KSWAPD) count(e, VM_stall_reclaim_scanned, nr_scanned);
+    if (sc->who != RECLAIM_KSWAPD) {
+        count(e, VM_stall_reclaim_scanned, nr_scanned);
+        task_time(e, nr_scanned * e->cfg.scan_ns);
+    }
     count(e, file ? VM_pgscan_file : VM_pgscan_anon, nr_scanned);
     sc->nr_scanned += nr_scanned;
     int64_t nr_pageout = 0, nr_activate = 0;

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
-from .units import parse_size
+from .units import PAGE_SIZE, parse_size
 
 DEVICES_DIR = Path(__file__).resolve().parent.parent / "workloads" / "devices"
 CONFIG_KEYS = ("read_ahead_kb", "max_sectors_kb", "fault_around_bytes", "prefault_young", "swappiness",
@@ -69,6 +69,22 @@ class Device:
             raise InputError(f"device {self.name}: no zram speed for algorithm {algo!r} "
                              f"(has {', '.join(sorted(self.compress_gbps))})")
         return algo
+
+    def task_costs(self, zram: str | None) -> dict:
+        """What the emulator's clock charges (kmemsim.emulator.Config fields, as kmemsim.timing charges
+        the same counts): a readahead read's latency and bandwidth at max_sectors_kb requests, and
+        microseconds per page swapped in (decompressed, or a same-filled/zeromap page), per page
+        swapped out, per file folio dropped and per page scanned by the task's own reclaim."""
+        algo = self.zram_algo(zram)
+        io = int(self.kernel.get("max_sectors_kb", 4096)) * 1024
+        return {"io_latency_us": float(self.read_latency_s(io)) * 1e6,
+                "io_read_gbps": float(self.read_bandwidth(io)) / 1e9,
+                "swapin_us": PAGE_SIZE / (self.decompress_gbps[algo] * 1e3),
+                "zero_page_us": float(self.zero_page_us),
+                "swapout_us": (float(self.swap_page_us) if self.swap_page_us is not None
+                               else PAGE_SIZE / (self.compress_gbps[algo] * 1e3)),
+                "file_folio_us": float(self.file_folio_us),
+                "scan_us": float(self.scan_us_per_page)}
 
     def config_kwargs(self) -> dict:
         """The kernel settings this device implies, as kmemsim.emulator.Config keyword arguments."""

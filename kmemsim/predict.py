@@ -217,7 +217,8 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
         warm = V.engine_warm_set(model, prompt, ctx, batch, ubatch, threads, V.warm_steps(decode))
     tr, sess, n = build_trace(model, prompt, decode, ctx, batch, ubatch, threads, engine, probe, warm)
     notes += n
-    cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0)
+    cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0,
+                 threads=int(threads), **_task_costs(zram))
     # one replay of the phase-split copy (kmemsim.timing.split_phases only inserts PHASE marks, so
     # the counts are those of the trace itself) gives both the metrics and the per-phase counts
     # the time model needs
@@ -266,17 +267,29 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     return out
 
 
+def _this_machine():
+    """This machine's measured profile (workloads/devices/this-machine.toml), or None."""
+    from . import device as dev
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workloads", "devices",
+                        "this-machine.toml")
+    return dev.load(here) if os.path.exists(here) else None
+
+
+def _task_costs(zram) -> dict:
+    """The emulator's clock (storage time, and the task's own reclaim and swap-in time) from this
+    machine's profile; none without one (reads then complete at once)."""
+    prof = _this_machine()
+    return prof.task_costs(zram) if prof is not None else {}
+
+
 def _times(r, occ, cfg, prompt, batch, ubatch) -> dict:
     """TTFT / TPOT from kmemsim.timing (seconds = per-phase counts x device profile) and this
     machine's measured profile workloads/devices/this-machine.toml. TTFT: the request's prompt
     phases (load excluded, as the live run times `eval` after `Llama()`); TPOT: the median decode step."""
-    from . import device as dev
     from . import timing
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workloads", "devices",
-                        "this-machine.toml")
-    if not os.path.exists(here):
+    prof = _this_machine()
+    if prof is None:
         return {"note": "ttft_s/tpot_s: no device profile workloads/devices/this-machine.toml"}
-    prof = dev.load(here)
     reqs = {q: int(prompt) for q in set(occ["request"]) if q}
     toks = timing.tokens_for(occ, reqs, batch, ubatch, 1)
     algo = (cfg.zram or "lz4:").split(":")[0] or "lz4"

@@ -196,13 +196,11 @@ def stall_seconds(counts: pd.DataFrame, device, zram_algo: str) -> pd.DataFrame:
     ios, pages = g("stall_read_ios"), g("stall_read_pages")
     io_bytes = np.where(ios > 0, pages * PAGE_SIZE / np.maximum(ios, 1), PAGE_SIZE)
     read = ios * device.read_latency_s(io_bytes) + pages * PAGE_SIZE / device.read_bandwidth(io_bytes)
+    us = device.task_costs(zram_algo)
     same = np.minimum(g("zram_same_reads"), g("stall_swapin_pages"))
-    swapin = (g("stall_swapin_pages") - same) * PAGE_SIZE / (device.decompress_gbps[zram_algo] * 1e9) \
-        + (same + g("swpin_zero")) * device.zero_page_us * 1e-6
-    per_swap = (device.swap_page_us * 1e-6 if device.swap_page_us is not None
-                else PAGE_SIZE / (device.compress_gbps[zram_algo] * 1e9))
-    reclaim = g("stall_reclaim_swapout") * per_swap + g("stall_reclaim_file_folios") * device.file_folio_us * 1e-6 \
-        + g("stall_reclaim_scanned") * device.scan_us_per_page * 1e-6
+    swapin = ((g("stall_swapin_pages") - same) * us["swapin_us"] + (same + g("swpin_zero")) * us["zero_page_us"]) * 1e-6
+    reclaim = (g("stall_reclaim_swapout") * us["swapout_us"] + g("stall_reclaim_file_folios") * us["file_folio_us"]
+               + g("stall_reclaim_scanned") * us["scan_us"]) * 1e-6
     out = pd.DataFrame({"read_s": read, "swapin_s": swapin, "reclaim_s": reclaim}, index=counts.index)
     out["stall_s"] = out["read_s"] + out["swapin_s"] + out["reclaim_s"]
     return out
