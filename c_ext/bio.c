@@ -82,6 +82,9 @@ void folio_wait_locked(struct km_emu *e, folio_id f)
     int64_t u = e->io_done[f], now = io_clock(e);
     if (u <= now) { bio_endio(e); return; }
     count(e, VM_io_waits, 1);
+    for (int i = 0; i < e->nr_io_wait;)                  /* threads whose reads are done go on */
+        if (e->io_wait[i] <= now) e->io_wait[i] = e->io_wait[--e->nr_io_wait];
+        else i++;
     int max = e->cfg.nr_threads - 1 < 64 ? e->cfg.nr_threads - 1 : 64;
     if (e->nr_io_wait < max) { e->io_wait[e->nr_io_wait++] = u; return; }   /* another thread goes on */
     int k = -1;                                          /* all wait: the first read to complete */

@@ -60,6 +60,16 @@ class TimeModel:
     ns_idle_between_requests: int = 0
 
 
+def get_rows_order(ids, nth):
+    """The token_embd rows get_rows reads, in order: ggml_compute_forward_get_rows gives each of nth
+    threads a block of dr = ceil(n / nth) of the batch's ids (ir0 = dr * ith), each read in batch
+    order; the threads run side by side, so one stream takes the i-th id of every block in turn."""
+    n = len(ids)
+    dr = -(-n // nth)
+    i = (np.arange(dr)[:, None] + dr * np.arange(nth)[None, :]).ravel()
+    return ids[i[i < n]]
+
+
 def _pad(x, n):
     return -(-x // n) * n
 
@@ -174,8 +184,9 @@ class LlamaSession:
     def __init__(self, model, builder: TraceBuilder, pid=1000, name="llama", ctx=4096, batch=512,
                  ubatch=512, kv_type="f16", load_mode="mmap", prefetch=True, seqs=1, flash_attn=None,
                  repack="auto", moe_routing="uniform", seed=0, time_model=None, kv_max_runs=64,
-                 compute_buffer_bytes=None, host: HostSet | None = None):
+                 compute_buffer_bytes=None, host: HostSet | None = None, threads=1):
         self.L = layout_of(model)
+        self.threads = max(1, int(threads))   # ggml's threads: how get_rows splits a batch
         # the compute buffer's size as llama.cpp reports it ("CPU compute buffer size"), when known;
         # the pages a ubatch touches are still estimated (_compute_bytes), capped by it
         self.compute_buffer_bytes = compute_buffer_bytes
@@ -580,7 +591,7 @@ class LlamaSession:
             if kind == "embd":
                 tt = self.L.tensor(name)
                 where, base = self.where[name]
-                rows = np.unique(np.asarray(tokens, np.int64))
+                rows = get_rows_order(np.asarray(tokens, np.int64), self.threads)
                 rb = tt.row_bytes
                 a = (base + rows * rb) // P
                 e = -(-(base + (rows + 1) * rb) // P)

@@ -150,7 +150,7 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
             host.grow = b.mmap(t, PID, "engine heap growth (work buffers, logits rows)", host.grow_pages,
                                flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.HEAP)
     s = lw.LlamaSession(model, b, pid=PID, ctx=ctx, batch=batch, ubatch=ubatch,
-                        compute_buffer_bytes=compute, host=host)
+                        compute_buffer_bytes=compute, host=host, threads=threads)
     t = s.load(t + 1, start_process=False)
     # the reference run's own prompt ids (their token_embd rows are what get_rows reads); the greedy
     # decode's ids are the weights' choice: those the warm run generated, then the session's draw

@@ -145,3 +145,27 @@ def test_llama2_7b_layout_only_fast_and_compact(tmp_path):
     trace.save(tr, str(tmp_path / "t.parquet"))
     d = trace_info.info(trace.load(str(tmp_path / "t.parquet")))
     assert d["decode_tokens"] == 256 and d["prefill_tokens"] == 2048
+
+
+def test_get_rows_reads_the_batch_in_order_split_between_threads():
+    # ggml_compute_forward_get_rows (ggml-cpu ops.cpp): each of nth threads takes rows
+    # [dr * ith, dr * ith + dr) of the batch's ids, dr = ceil(n / nth), reading row ids[i] in batch
+    # order; the threads run at once. Duplicate ids are read again (the second read is a hit).
+    ids = np.array([50, 7, 900, 7, 31])
+    assert lw.get_rows_order(ids, 1).tolist() == [50, 7, 900, 7, 31]
+    assert lw.get_rows_order(ids, 2).tolist() == [50, 7, 7, 31, 900]     # blocks [50 7 900] [7 31]
+    assert lw.get_rows_order(ids, 4).tolist() == [50, 900, 31, 7, 7]     # blocks of 2: [50 7] [900 7] [31]
+    # the prompt's token_embd reads follow it: a 2-thread session reads the rows in that order
+    L = synth.layout_from_preset("Llama-3.2-1B", type="q8_0", layers=1)
+    b = trace.TraceBuilder("t")
+    s = lw.LlamaSession(L, b, ctx=256, threads=2)
+    t = s.load(0)
+    toks = [1, 5000, 20, 70000, 300, 9]
+    s.request(len(toks), 1, t, tokens=toks + [42])
+    tr = b.build()
+    emb = next(m["id"] for m in tr.meta["maps"] if m["name"].startswith("weights"))
+    tok = L.tensor("token_embd.weight")
+    first = (tok.data_offset + np.array(lw.get_rows_order(np.array(toks), 2)) * tok.row_bytes) // PAGE_SIZE
+    c = tr.cols
+    sel = (c["op"] == Op.READ) & (c["map"] == emb) & np.isin(c["page"], first)
+    assert c["page"][sel][:len(toks)].tolist() == first.tolist()
