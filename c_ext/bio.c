@@ -5,9 +5,9 @@
  * (next_uptodate_folio()), and a task that needs it waits (filemap_fault()'s
  * lock_folio_maybe_drop_mmap(), filemap_read()'s filemap_update_page()).
  *
- * The device reads what was submitted in order, one folio after another: a folio's read completes
- * at the window's start (when the device is free) + latency + its pages and those before it in the
- * queue x the time per page. Without a storage time in the config (io_on 0), a read completes as
+ * The device reads what was submitted in order, one bio after another: a bio's folios complete at
+ * the window's start (when the device is free) + latency + the bio's pages and those before it in
+ * the queue x the time per page. Without a storage time in the config (io_on 0), a read completes as
  * the readahead call returns (readahead.c unlocks the window itself).
  *
  * The clock is trace time (the compute) plus what the tasks waited for reads (io_delay). The
@@ -46,17 +46,26 @@ void bio_add_folio(struct km_emu *e, folio_id f)
     e->ioq[e->ioq_tail++] = (struct bio_entry){ f, INT64_MAX };
 }
 
-/* read_pages() -> submit_bio(): the folios added since the last submission go to the device. */
+/* read_pages() -> submit_bio(): the folios added since the last submission go to the device, in
+ * bios as ext4_mpage_readpages() builds them: consecutive folios of one file, at most BIO_MAX_VECS
+ * of them; a bio completes as a whole (mpage_end_io() ends the read of each of its folios). */
+#define BIO_MAX_VECS 256
 void submit_read(struct km_emu *e)
 {
     int64_t i = e->ioq_unsubmitted;
     if (i == e->ioq_tail) return;
     int64_t now = io_clock(e);
     int64_t t = e->dev_free > now ? e->dev_free : now;
-    for (; i < e->ioq_tail; i++) {
-        folio_id f = e->ioq[i].f;
-        t += folio_nr_pages(&e->folios[f]) * e->cfg.io_ns_per_page;
-        e->ioq[i].done = e->io_done[f] = t + e->cfg.io_latency_ns;
+    while (i < e->ioq_tail) {
+        int64_t j = i, next = -1;
+        int32_t obj = e->folios[e->ioq[i].f].obj;
+        for (; j < e->ioq_tail && j - i < BIO_MAX_VECS; j++) {
+            struct folio *f = &e->folios[e->ioq[j].f];
+            if (f->obj != obj || (next >= 0 && f->index != next)) break;
+            next = f->index + folio_nr_pages(f);
+            t += folio_nr_pages(f) * e->cfg.io_ns_per_page;
+        }
+        for (; i < j; i++) e->ioq[i].done = e->io_done[e->ioq[i].f] = t + e->cfg.io_latency_ns;
     }
     e->dev_free = t;
     e->ioq_unsubmitted = i;

@@ -666,44 +666,54 @@ def test_readahead_under_read_is_not_reclaimed_and_gives_up_at_the_limit():
     assert state(res, 0) != 0
 
 
-# Storage time (bio.c): 1 ms latency and 1 ms per page, so a window's reads are still in flight
-# when the next events come (the trace's clock ticks 1 ns per event).
-IO = dict(read_ahead_kb=128, fault_around_bytes=65536, io_latency_us=1000, io_read_gbps=4096 / 1e6)
+# Storage time (bio.c): 1 ms latency and 1 ms per page, so reads are still in flight when the next
+# events come (the trace's clock ticks 1 ns per event). read_ahead_kb 2048: a read-around window of
+# 512 pages, two bios of BIO_MAX_VECS (256) folios.
+IO = dict(read_ahead_kb=2048, fault_around_bytes=65536, io_latency_us=1000, io_read_gbps=4096 / 1e6)
 LAT = NS = 1_000_000
 
 
+def test_a_reader_waits_for_its_bio_and_fault_around_skips_folios_under_read():
+    # read_pages() submits the window [0, 512) as two bios (ext4_mpage_readpages(): BIO_MAX_VECS
+    # folios each); mpage_end_io() unlocks a bio's folios together when the device has read it.
+    # filemap_fault()'s lock_folio_maybe_drop_mmap() waits for page 0: its bio, LAT + 256 pages.
+    # Page 1 is then uptodate: its fault is served by fault-around (filemap_map_pages), no wait.
+    # Page 300's bio is still being read: next_uptodate_folio() skips it, filemap_fault() waits for
+    # it, until LAT + 512 pages after the first fault (two ticks of trace time later).
+    tr = T(file_pages=4096)
+    m = tr.mmap(4096)
+    tr.read(m, 0)
+    tr.read(m, 1)
+    tr.read(m, 300)
+    s = tr.run(memcg_limit=1 << 30, **IO).summary
+    assert (s["pgfault"], s["pgmajfault"], s["io_waits"]) == (3, 1, 2)
+    assert s["io_wait_ns"] == LAT + 512 * NS - 2
+    assert s["file_pages_added"] == 512
+
+
 def _in_flight_trace():
-    tr = T(file_pages=1000)
-    m = tr.mmap(1000)
-    tr.read(m, 0)          # read-around [0, 32): waits for page 0
-    tr.read(m, 1)          # page 1 is still being read
-    tr.read(m, 500)        # read-around [484, 516) needs room the cgroup lacks
+    tr = T(file_pages=4096)
+    m = tr.mmap(4096)
+    tr.read(m, 0)          # window [0, 512): waits for its first bio, the second is still read
+    tr.read(m, 2000)       # window [1744, 2256) needs room the cgroup lacks
     return tr
 
 
-def test_a_folio_under_read_is_not_reclaimed_and_its_reader_waits():
-    # A folio is locked from its allocation until the read completes (read_pages() -> the bio's
-    # mpage_end_io() -> folio_end_read()). shrink_folio_list()'s folio_trylock() fails on it (keep),
-    # so the second window, charged with readahead_gfp_mask()'s __GFP_NORETRY, ends where the
-    # room does (page_cache_ra_unbounded() breaks on -ENOMEM) instead of evicting the first.
-    # filemap_map_pages()' next_uptodate_folio() skips a locked folio, so page 1 faults on its own,
-    # and filemap_fault()'s lock_folio_maybe_drop_mmap() waits for each read: page 0 is first in the
-    # device's queue (LAT + 1 page), page 1 next (+1 page, one tick later), page 500 the 17th of
-    # the second window, queued behind all 32 of the first (LAT + 49 pages since the first fault).
-    # 56 pages: 32 + the PTE table + a page of xarray nodes leave 22 for the second window, and 2
-    # more from the reclaim its charge runs: pages 0 and 1 (read, mapped once: kept referenced by the first
-    # round of folio_check_references(), reclaimed by the next) and none of the 30 still being read.
-    res = _in_flight_trace().run(memcg_limit=56 * 4096, **IO)
-    s = res.summary
-    assert all(state(res, p) & PageState.RESIDENT for p in range(2, 32))
-    assert s["file_pages_deleted"] == 2
-    assert s["file_pages_added"] == 32 + 22 + 2
-    assert (s["pgfault"], s["pgmajfault"], s["io_waits"]) == (3, 2, 3)
-    assert s["io_wait_ns"] == LAT + 49 * NS - 2
-    # Reads that complete at once (no storage time): the first window's unmapped pages go instead.
-    quick = _in_flight_trace().run(memcg_limit=56 * 4096, read_ahead_kb=128, fault_around_bytes=65536)
-    assert quick.summary["file_pages_deleted"] > 0
-    assert quick.summary["file_pages_added"] == 64
+def test_a_folio_under_read_is_not_reclaimed():
+    # A folio is locked from its allocation until its bio completes. shrink_folio_list()'s
+    # folio_trylock() fails on it (keep), so the second window's reclaim takes the first window's
+    # read, unmapped pages (16..255: fault-around mapped [0, 16)) and none of the second bio's
+    # (256..511); the window, charged with readahead_gfp_mask()'s __GFP_NORETRY, ends where the room
+    # does (page_cache_ra_unbounded() breaks on -ENOMEM). With reads that complete at once (no
+    # storage time) the same reclaim goes on into 256..511.
+    limit = dict(memcg_limit=600 * 4096)
+    res = _in_flight_trace().run(**limit, **IO)
+    assert all(state(res, p) & PageState.RESIDENT for p in range(256, 512))
+    assert not any(state(res, p) & PageState.RESIDENT for p in range(16, 256))
+    assert state(res, 2000) & PageState.RESIDENT
+    assert res.summary["file_pages_added"] < 1024
+    quick = _in_flight_trace().run(**limit, read_ahead_kb=2048, fault_around_bytes=65536)
+    assert not all(state(quick, p) & PageState.RESIDENT for p in range(256, 512))
     assert quick.summary["io_waits"] == 0
 
 
@@ -711,16 +721,16 @@ def test_threads_of_a_graph_node_wait_together():
     # Events at one trace time are one graph node its threads share (ggml_graph_compute: every
     # thread works on the node, then the barrier). With two threads, one waits for its read while the
     # other goes on; the clock moves only when both wait (to the first read done), and the node's
-    # compute, 1 s here, covers the rest of the wait. One thread waits for both reads in turn.
+    # compute, 10 s here, covers the rest of the wait. One thread waits for both reads in turn.
     def trace():
-        tr = T(file_pages=1000)
-        m = tr.mmap(1000)
+        tr = T(file_pages=4096)
+        m = tr.mmap(4096)
         t0 = tr.tick()
-        tr.b.event(t0, 1, Op.READ, m, 0, 1)        # window [0, 32): page 0 first in the queue
-        tr.b.event(t0, 1, Op.READ, m, 500, 1)      # window [484, 516): page 500 the 49th page
-        tr.b.event(t0 + 10**9, 1, Op.READ, m, 900, 0)   # the next node, 1 s of compute later
+        tr.b.event(t0, 1, Op.READ, m, 0, 1)        # window [0, 512): page 0 in its first bio
+        tr.b.event(t0, 1, Op.READ, m, 2000, 1)     # window [1744, 2256): page 2000 in its second bio
+        tr.b.event(t0 + 10**10, 1, Op.READ, m, 4000, 0)   # the next node, 10 s of compute later
         return tr
     one = trace().run(memcg_limit=1 << 30, threads=1, **IO).summary
     two = trace().run(memcg_limit=1 << 30, threads=2, **IO).summary
-    assert one["io_wait_ns"] == LAT + 49 * NS
-    assert two["io_wait_ns"] == LAT + 1 * NS
+    assert one["io_wait_ns"] == LAT + 1024 * NS         # behind all 512 of the first window
+    assert two["io_wait_ns"] == LAT + 256 * NS          # the first bio; the node covers the rest
