@@ -164,12 +164,9 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
     for (int k = 0; k < PF_SLOT; k++) ring[k].obj = -1;
     for (int64_t i = 0; i < n; i++) {
         prefetch_events(e, i, n, op, map, page, ring);
-        if (e->io_on) {
-            if (e->nr_io_wait && t[i] != e->now) io_barrier(e, t[i]);   /* a graph node ended */
-            e->now = t[i];
-            bio_poll(e);
-        }
+        if (e->nr_io_wait && t[i] != e->now) io_barrier(e, t[i]);   /* a graph node ended */
         e->now = t[i];
+        bio_poll(e);
         if (t[i] >= e->next_sample) {                     /* INT64_MAX when not sampling */
             if (e->tl_rows == 0) e->next_sample = t[i];
             while (t[i] >= e->next_sample) {
