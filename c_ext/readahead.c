@@ -37,7 +37,7 @@ static int64_t ractl_max_pages(struct km_emu *e, struct file_ra_state *ra, int64
 
 /* read_pages(): the window goes to the device (bio.c); without a storage time the reads complete
  * now and the window's folios are unlocked (PG_locked) */
-static void ra_unlock(struct km_emu *e, int32_t obj, int64_t index, int64_t nr)
+static void read_pages(struct km_emu *e, int32_t obj, int64_t index, int64_t nr)
 {
     if (e->io_on) { submit_read(e); return; }
     struct object *o = &e->objs[obj];
@@ -64,7 +64,7 @@ int64_t do_page_cache_ra(struct km_emu *e, int32_t obj, int64_t index, int64_t n
         if (filemap_add_folio(e, obj, index + i, 0, lookahead && i == nr - lookahead, 1) < 0) break;
         added++;
     }
-    ra_unlock(e, obj, index, nr);
+    read_pages(e, obj, index, nr);
     count(e, VM_readahead_pages, added);
     return added;
 }
@@ -97,7 +97,7 @@ int64_t page_cache_ra_order(struct km_emu *e, int32_t obj, int64_t start, int64_
             break;                                         /* -EEXIST: let the fallback fill gaps */
         int m = mark >= index && mark < index + (1LL << order);
         int r = filemap_add_folio(e, obj, index, order, m, 1);
-        if (r == -1) { ra_unlock(e, obj, start, size); return added; }
+        if (r == -1) { read_pages(e, obj, start, size); return added; }
         if (r == -2) break;                                /* ra_alloc_folio() -ENOMEM: the fallback goes on in order 0 */
         added += 1LL << order;
         index += 1LL << order;
@@ -105,7 +105,7 @@ int64_t page_cache_ra_order(struct km_emu *e, int32_t obj, int64_t start, int64_
     count(e, VM_readahead_pages, added);
     if (index <= limit && size > index - start)
         added += do_page_cache_ra(e, obj, index, size - (index - start), async_size);
-    ra_unlock(e, obj, start, size);
+    read_pages(e, obj, start, size);
     return added;
 }
 

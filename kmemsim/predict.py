@@ -217,8 +217,11 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
         warm = V.engine_warm_set(model, prompt, ctx, batch, ubatch, threads, V.warm_steps(decode))
     tr, sess, n = build_trace(model, prompt, decode, ctx, batch, ubatch, threads, engine, probe, warm)
     notes += n
+    # this machine's profile gives the emulator's clock (storage time, the task's own reclaim and
+    # swap-in time) and the times reported; without one, reads complete at once and no time is given
+    prof = _this_machine()
     cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0,
-                 threads=int(threads), **_task_costs(zram))
+                 threads=int(threads), **(prof.task_costs(zram) if prof is not None else {}))
     # one replay of the phase-split copy (kmemsim.timing.split_phases only inserts PHASE marks, so
     # the counts are those of the trace itself) gives both the metrics and the per-phase counts
     # the time model needs
@@ -244,7 +247,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
         "ttft_s": None,
         "tpot_s": None,
     }
-    tt = _times(r, occ, cfg, prompt, batch, ubatch)
+    tt = _times(r, occ, cfg, prompt, batch, ubatch, prof)
     if tt.get("note"):
         notes.append(tt.pop("note"))
     out.update(tt)
@@ -270,24 +273,15 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
 def _this_machine():
     """This machine's measured profile (workloads/devices/this-machine.toml), or None."""
     from . import device as dev
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workloads", "devices",
-                        "this-machine.toml")
-    return dev.load(here) if os.path.exists(here) else None
+    here = dev.DEVICES_DIR / "this-machine.toml"
+    return dev.load(str(here)) if here.exists() else None
 
 
-def _task_costs(zram) -> dict:
-    """The emulator's clock (storage time, and the task's own reclaim and swap-in time) from this
-    machine's profile; none without one (reads then complete at once)."""
-    prof = _this_machine()
-    return prof.task_costs(zram) if prof is not None else {}
-
-
-def _times(r, occ, cfg, prompt, batch, ubatch) -> dict:
+def _times(r, occ, cfg, prompt, batch, ubatch, prof) -> dict:
     """TTFT / TPOT from kmemsim.timing (seconds = per-phase counts x device profile) and this
-    machine's measured profile workloads/devices/this-machine.toml. TTFT: the request's prompt
-    phases (load excluded, as the live run times `eval` after `Llama()`); TPOT: the median decode step."""
+    machine's measured profile `prof` (None: none measured). TTFT: the request's prompt phases (load
+    excluded, as the live run times `eval` after `Llama()`); TPOT: the median decode step."""
     from . import timing
-    prof = _this_machine()
     if prof is None:
         return {"note": "ttft_s/tpot_s: no device profile workloads/devices/this-machine.toml"}
     reqs = {q: int(prompt) for q in set(occ["request"]) if q}
