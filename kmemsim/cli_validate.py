@@ -18,16 +18,16 @@ import click
               help="comma-separated limits: N%% of the model file, or sizes")
 @click.option("--zram", default="lz4:4G", show_default=True)
 @click.option("--swappiness", type=int, default=60, show_default=True)
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="live runs per limit; measured is their median (the kernel moves between runs)")
 @click.option("--reuse", is_flag=True, help="reuse live runs already in DIR (re-predict only)")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
-def validate(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness, reuse, out_dir):
+def validate(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness, repeat, reuse,
+             out_dir):
     """Validate the emulator against the live kernel on real llama.cpp."""
     from . import validate as V
-    from .recorder import require_root
     V.check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
-    if not reuse:
-        require_root()
     df = V.validate(model, prompt, decode, ctx, limits, out_dir, batch, ubatch, threads, zram, swappiness,
-                    reuse=reuse, progress=lambda m: click.echo(m, err=True))
+                    reuse=reuse, progress=lambda m: click.echo(m, err=True), repeat=repeat)
     click.echo(V.markdown(df))
     click.echo(f"wrote {out_dir}/: validation.csv validation.md plots/")

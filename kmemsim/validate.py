@@ -566,13 +566,42 @@ def check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram,
 SENSITIVITY = (0.99, 1.01)     # engine heap factors of the sensitivity band (validation.csv, .md)
 
 
+def run_dirs(d, repeat=1, reuse=False) -> list:
+    """The directories of a limit's live runs: the first is d itself, repetition i (2, 3, ...) is
+    d/repeat-<i>. With reuse, every run already there counts too."""
+    n = max(1, int(repeat))
+    if reuse:
+        while os.path.exists(os.path.join(d, f"repeat-{n + 1}", "run", "summary.json")):
+            n += 1
+    return [d] + [os.path.join(d, f"repeat-{i}") for i in range(2, n + 1)]
+
+
+def combine(runs: list) -> dict:
+    """The live figures of repeated runs of one limit: per metric the median (the one compared) and
+    the lowest and highest run. The kernel moves between runs of the same configuration (and is
+    bistable at some limits, docs/validation.md), so one run alone can mislead either way."""
+    out = {}
+    for m in METRICS:
+        v = [r.get(m) for r in runs if r.get(m) is not None]
+        out[m] = (float(np.median(v)), min(v), max(v), v) if v else (None, None, None, [])
+    return out
+
+
 def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, threads=2, zram="lz4:4G",
-             swappiness=60, reuse=False, progress=None) -> pd.DataFrame:
-    """For each limit: the live reference run (or, with reuse, the one already in out/<label>/), the
-    prediction, and the comparison. Writes out/validation.csv, validation.md, plots/ and per-limit
-    predicted.json / measured.json. Returns the long table."""
+             swappiness=60, reuse=False, progress=None, repeat=1) -> pd.DataFrame:
+    """For each limit: `repeat` live reference runs (with reuse, those already in out/<label>/ and its
+    repeat-<i>/), the prediction, and the comparison against the runs' median. Writes
+    out/validation.csv, validation.md, plots/ and per-limit predicted.json / measured.json (each
+    run's); the phase table and plots are the first run's. Returns the long table."""
     from . import predict as P
     lims = check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
+    if int(repeat) < 1:
+        raise InputError(f"--repeat must be at least 1 (got {repeat})")
+    dirs = {label: run_dirs(os.path.join(out, label.replace("%", "pct")), repeat, reuse) for label, _ in lims}
+    have = lambda rd: reuse and os.path.exists(os.path.join(rd, "run", "summary.json"))
+    if not all(have(rd) for ds in dirs.values() for rd in ds):
+        from .recorder import require_root
+        require_root()                   # before anything runs: a live run is still to be made
     os.makedirs(out, exist_ok=True)
     engine = engine_baseline()
     probe = llama_probe(model, ctx, batch, ubatch, threads)
@@ -580,15 +609,20 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     rows = []
     runs = {}
     for label, limit in lims:
-        d = os.path.join(out, label.replace("%", "pct"))
-        have = os.path.exists(os.path.join(d, "run", "summary.json"))
-        if progress:
-            progress(f"{label} ({limit / 2**20:.0f} MiB): " + ("reusing live run" if reuse and have else "live run"))
-        if reuse and have:
-            meas = measured(d, model)
-        else:
-            meas = live_run(model, prompt, decode, ctx, limit, d, batch, ubatch, threads, zram, swappiness)
-        _atomic_json(os.path.join(d, "measured.json"), meas)
+        d = dirs[label][0]
+        live = []
+        n = len(dirs[label])
+        if progress and any(map(have, dirs[label])):
+            progress(f"{label} ({limit / 2**20:.0f} MiB): reusing {sum(map(have, dirs[label]))} of {n} live runs")
+        for i, rd in enumerate(dirs[label], 1):
+            if progress and not have(rd):
+                progress(f"{label} ({limit / 2**20:.0f} MiB): live run" + (f" {i} of {n}" if n > 1 else ""))
+            if have(rd):
+                meas = measured(rd, model)
+            else:
+                meas = live_run(model, prompt, decode, ctx, limit, rd, batch, ubatch, threads, zram, swappiness)
+            _atomic_json(os.path.join(rd, "measured.json"), meas)
+            live.append(meas)
         pred = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
                          engine=engine, probe=probe, warm=warm, keep_result=True)
         res = pred.pop("_result")
@@ -600,15 +634,22 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
                           engine=engine, probe=dict(probe, anon_bytes=int(probe["anon_bytes"] * f)), warm=warm)
                 for f in SENSITIVITY]
         _atomic_json(os.path.join(d, "predicted.json"), pred)
-        runs[label] = (d, res, meas)
+        runs[label] = (d, res, live[0])
+        med = combine(live)
         for m in METRICS:
-            p, q = pred.get(m), meas.get(m)
+            p = pred.get(m)
+            q, lo, hi, each = med[m]
             alt = [v for v in [p] + [b.get(m) for b in band] if v is not None]
             rows.append({"model": os.path.basename(model), "model_bytes": model_size(model), "limit": label,
                          "limit_bytes": limit, "metric": m, "predicted": p, "measured": q,
+                         "measured_lo": lo, "measured_hi": hi, "live_runs": len(each),
                          "predicted_lo": min(alt) if alt else None, "predicted_hi": max(alt) if alt else None,
                          "rel_error": rel_error(p, q), "bound": BOUNDS.get(m), "within": within(m, p, q),
-                         "live_complete": meas.get("complete"), "oom_kills": meas.get("oom_kills")})
+                         # within the bound of at least one run: the prediction is one the kernel made
+                         "within_some_run": (any(within(m, p, v) for v in each)
+                                             if BOUNDS.get(m) is not None and p is not None and each else None),
+                         "live_complete": all(r.get("complete") for r in live),
+                         "oom_kills": sum(r.get("oom_kills") or 0 for r in live)})
     df = pd.DataFrame(rows)
     write_outputs(df, out, runs, model)
     return df
@@ -625,21 +666,31 @@ def _fmt(metric, v):
 
 
 def markdown(df: pd.DataFrame) -> str:
-    lines = []
-    for (model, label), g in df.groupby(["model", "limit"], sort=False):
-        pass
+    """The table of validation.md: one row per limit and metric. With repeated runs, measured is their
+    median, beside the lowest and highest run and whether the prediction is within the bound of at
+    least one of them."""
+    runs = int(df["live_runs"].max()) if "live_runs" in df and len(df) else 1
+    many = runs > 1
     hdr = "| model | limit | metric | predicted | measured | error | bound | predicted, engine heap ±1% |"
-    lines = [hdr, "|---|---|---|---:|---:|---:|---|---:|"]
+    sep = "|---|---|---|---:|---:|---:|---|---:|"
+    if many:
+        hdr += " measured, lowest .. highest run (runs) | within the bound of a run |"
+        sep += "---:|---|"
+    lines = [hdr, sep]
+    nan = lambda v: v is None or (isinstance(v, float) and np.isnan(v))
     for r in df.itertuples():
-        e = "-" if r.rel_error is None or (isinstance(r.rel_error, float) and np.isnan(r.rel_error)) else \
-            ("inf" if np.isinf(r.rel_error) else f"{r.rel_error * 100:+.1f}%")
-        ok = "" if r.within is None or (isinstance(r.within, float) and np.isnan(r.within)) else \
-            ("ok" if r.within else "**MISS**")
-        b = "" if r.bound is None or (isinstance(r.bound, float) and np.isnan(r.bound)) else f"{r.bound * 100:.0f}% {ok}"
+        e = "-" if nan(r.rel_error) else ("inf" if np.isinf(r.rel_error) else f"{r.rel_error * 100:+.1f}%")
+        ok = "" if nan(r.within) else ("ok" if r.within else "**MISS**")
+        b = "" if nan(r.bound) else f"{r.bound * 100:.0f}% {ok}"
         lo, hi = getattr(r, "predicted_lo", None), getattr(r, "predicted_hi", None)
         band = f"{_fmt(r.metric, lo)} .. {_fmt(r.metric, hi)}" if _fmt(r.metric, lo) != "-" else "-"
-        lines.append(f"| {r.model} | {r.limit} ({r.limit_bytes / 2**20:.0f}M) | {r.metric} | "
-                     f"{_fmt(r.metric, r.predicted)} | {_fmt(r.metric, r.measured)} | {e} | {b} | {band} |")
+        line = (f"| {r.model} | {r.limit} ({r.limit_bytes / 2**20:.0f}M) | {r.metric} | "
+                f"{_fmt(r.metric, r.predicted)} | {_fmt(r.metric, r.measured)} | {e} | {b} | {band} |")
+        if many:
+            some = "" if nan(r.within_some_run) else ("yes" if r.within_some_run else "no")
+            line += (f" {_fmt(r.metric, r.measured_lo)} .. {_fmt(r.metric, r.measured_hi)} ({r.live_runs}) |"
+                     f" {some} |")
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 

@@ -107,6 +107,38 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     assert starts[0] <= first < starts[1]       # Llama() (gguf_init_from_file) reads the model's first page
 
 
+@pytest.mark.live
+def test_repeated_live_runs_are_compared_by_their_median(small_model, tmp_path):
+    # the kernel moves between runs of one configuration (docs/validation.md: six runs of this model
+    # at 40% read 1,853-1,972 MiB), so `--repeat K` makes K reference runs per limit and compares the
+    # prediction with their median; `--reuse` then finds every run again
+    _needs_live()
+    from kmemsim import validate as V
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["validate", small_model, "--mem-limit", "250%", "--repeat", "2",
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    runs = [json.load(open(out / "250pct" / "measured.json")),
+            json.load(open(out / "250pct" / "repeat-2" / "measured.json"))]
+    assert all(x["complete"] for x in runs)
+    df = pd.read_csv(out / "validation.csv").set_index("metric")
+    for m in ("storage_read_bytes", "major_faults", "peak_resident_bytes"):
+        v = [x[m] for x in runs]
+        assert df.loc[m, "measured"] == pytest.approx(np.median(v))
+        assert (df.loc[m, "measured_lo"], df.loc[m, "measured_hi"]) == (min(v), max(v))
+        assert df.loc[m, "live_runs"] == 2
+        assert df.loc[m, "within_some_run"] == any(V.within(m, df.loc[m, "predicted"], x) for x in v)
+    # the model fits: both runs read it once, and so does the prediction (test above: within 10%)
+    assert V.within("storage_read_bytes", df.loc["storage_read_bytes", "predicted"],
+                    df.loc["storage_read_bytes", "measured"])
+    assert "lowest .. highest run" in (out / "validation.md").read_text()
+    again = V.validate(small_model, 64, 8, 512, "250%", str(out), reuse=True)
+    assert (again.set_index("metric").loc["storage_read_bytes", ["measured", "live_runs"]].tolist() ==
+            [df.loc["storage_read_bytes", "measured"], 2])
+    r = CliRunner().invoke(main, ["validate", small_model, "--repeat", "0", "-o", str(out)])
+    assert r.exit_code == 2 and "--repeat" in r.output
+
+
 def test_phases_partition_the_prediction(small_model):
     # every counter of the emulated run falls in exactly one reference phase: start-up (before the
     # trace's first phase mark), load, prompt, decode, teardown
