@@ -153,6 +153,23 @@ def test_phases_partition_the_prediction(small_model):
     assert phases._predicted_phase("#11 request 0 end") == "teardown"
 
 
+def test_per_phase_error_scores_prompt_and_decode_only():
+    # the figure docs/validation.md reports per session: prompt and decode cells of pages added,
+    # swapped out and in and major faults where either side reaches 200; load, teardown, evictions
+    # and small counts do not weigh in
+    rows = [("prompt", "file_pages_added", 2900, 1400), ("decode", "swap_out_pages", 1000, 1000),
+            ("decode", "major_faults", 150, 20), ("load", "file_pages_added", 10**6, 1),
+            ("decode", "file_pages_deleted", 10**6, 1), ("decode", "swap_in_pages", 500, -1)]
+    df = pd.DataFrame([{"limit": "40%", "phase": p, "counter": c, "predicted": 0, "measured": 0,
+                        "aligned": "marks"} for p in phases.PHASES for c in phases.COUNTERS])
+    for p, c, a, b in rows:
+        df.loc[(df.phase == p) & (df.counter == c), ["predicted", "measured"]] = a, b
+    err, n = phases.score(df)
+    assert n == 2 and err == pytest.approx(np.log(3000 / 1500) / 2)
+    assert "**0.347**" in phases.markdown(df)
+    assert np.isnan(phases.score(df[df.phase == "load"])[0])
+
+
 def test_validate_rejects_bad_input(small_model, tmp_path):
     r = CliRunner().invoke(main, ["validate", str(tmp_path / "missing.gguf"), "-o", str(tmp_path / "o")])
     assert r.exit_code == 2 and r.output.startswith("kmemsim: ") and len(r.output.strip().splitlines()) == 1
