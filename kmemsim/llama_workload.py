@@ -103,7 +103,9 @@ class HostSet:
       heap, heap_pages: the host's anonymous mapping and its size;
       anon: per kind ("prompt", "decode"), the anonymous pages one step references, llama.cpp's own
         buffers included: the session touches in `heap` only what its buffers do not account for;
-      files: per kind, [(map, pages)]: the pages of each library mapping touched;
+      files: per kind, [(map, pages)]: the pages of each library mapping touched; kind "load": those
+        llama_model_load_from_file runs, read as the load starts (most of it runs before the model is
+        mapped, and MAP_POPULATE runs inside mmap(2), with no user code);
       call_anon: per kind, the anonymous pages the llama_decode call alone references (buffers
         included); the rest of the step's, the interpreter's before the call (reading the logits,
         sampling), is written once as the ubatch starts. A kind not in it: all within the call;
@@ -437,6 +439,10 @@ class LlamaSession:
         if start_process:
             b.process(t, pid, self.name)
         self._phase(t, "load")
+        if self.host:                            # the loader's code (gguf, vocabulary, hparams)
+            self._flush()
+            for m, n in self.host.files.get("load", ()):
+                self._acc(t, Op.READ, m, 0, n * P)
         self._plan_buffers()
         fpages = L.file_pages
         self.fid = b.file(L.path or f"<layout:{L.name}>", fpages)

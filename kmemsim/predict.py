@@ -121,7 +121,9 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     if warm and heap >= 0:
         # what the engine touches around every llama_decode call: its heap beyond llama.cpp's own
         # buffers, and the pages of each library it maps (those of libraries loaded before, such as
-        # libc, are charged elsewhere and not in this trace)
+        # libc, are charged elsewhere and not in this trace); and the libraries' pages the model's load
+        # runs (Llama()'s heap is the host's `built`; the context's code, measured too, is left out:
+        # docs/validation.md, trace item 4)
         def touches(w):
             out = []
             for part in ("exec", "files"):
@@ -133,7 +135,7 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
             return out
         kinds = ("prompt", "decode")
         host = lw.HostSet(heap, apages, {k: int(warm[k]["anon"]) for k in kinds},
-                          {k: touches(warm[k]) for k in kinds},
+                          {k: touches(warm[k]) for k in kinds + ("load",) if k in warm},
                           {"decode": int(warm["decode_call"]["anon"])} if "decode_call" in warm else {})
         if _pages(imported) < apages:          # else (no probe) the calls' pages are the heap's first
             host.base = _pages(imported)

@@ -108,6 +108,18 @@ if mode == "probe":
     res["status_after"] = status()
     write()
     sys.exit(0)
+def mark(tag):
+    if mode == "warm":               # tell the parent, wait for its go
+        print("KMEMSIM", tag, flush=True)
+        sys.stdin.readline()
+if mode == "warm":                   # split Llama() where it creates the context
+    import llama_cpp.llama_cpp as _lc
+    _init = _lc.llama_init_from_model
+    def _init_marked(*a):
+        mark("context")
+        return _init(*a)
+    _lc.llama_init_from_model = _init_marked
+mark("load")
 t0 = time.monotonic()
 llm = llama_cpp.Llama(model_path=model, n_ctx=C, n_batch=B, n_ubatch=U, n_threads=T, n_threads_batch=T,
                       use_mmap=True, use_mlock=False, verbose=True)
@@ -120,10 +132,6 @@ bos, eos = llm.token_bos(), llm.token_eos()
 #REFERENCE_PROMPT#
 toks = reference_prompt(nv, bos, N)
 import numpy as np
-def mark(tag):
-    if mode == "warm":               # tell the parent, wait for its go
-        print("KMEMSIM", tag, flush=True)
-        sys.stdin.readline()
 mark("prompt")
 t2 = time.monotonic()
 llm.eval(toks)
@@ -404,7 +412,8 @@ _VMA = re.compile(r"^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ (\d+)\s*(.*)$")
 def _anon_growth(anon_at, steps) -> dict:
     """{"prompt": bytes, "decode": bytes per step} from the warm run's (mark, RssAnon) stops."""
     at = [a for tag, a in anon_at if tag == "decode"]
-    return {"prompt": max(0, at[0] - anon_at[0][1]),
+    start = next(a for tag, a in anon_at if tag == "prompt")
+    return {"prompt": max(0, at[0] - start),
             "decode": max(0, (anon_at[-1][1] - at[0]) // steps)}
 
 
@@ -441,6 +450,9 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
     """The pages the engine touches around each llama_decode call: the reference run without a limit
     (child mode "warm"), the referenced bits cleared (/proc/PID/clear_refs) before the prompt and
     before each decode step and read (/proc/PID/smaps) after it, by this process while the child waits;
+    and the same around Llama()'s two parts (`load`: llama_model_load_from_file, the loader's code,
+    most of it run before the model is mapped; `context`: llama_init_from_model, after the model's
+    reads);
     every other step is also split where the interpreter calls llama_decode (after reading the logits
     and sampling), so `decode_call` counts the anonymous pages the call alone references.
     Anonymous pages (interpreter, llama-cpp-python, llama.cpp's heap and buffers) and per library the
@@ -454,7 +466,7 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
     import hashlib
     st = os.stat(model)
     key = (f"{os.path.realpath(model)}|{st.st_size}|{int(st.st_mtime)}|{prompt}|{ctx}|{batch}|{ubatch}|"
-           f"{threads}|{steps}|call|growth")
+           f"{threads}|{steps}|call|growth|load|context")
     path = os.path.join(_cache_dir(), "warm-" + hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
     if os.path.exists(path):
         with open(path) as f:
@@ -488,7 +500,7 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        if p.returncode != 0 or len(windows) != 1 + steps + (steps + 1) // 2:
+        if p.returncode != 0 or len(windows) != 3 + steps + (steps + 1) // 2:
             err.seek(0)
             raise InputError(f"llama.cpp could not run {model} to measure the engine's warm set "
                              f"({(err.read().strip().splitlines() or [p.returncode])[-1]})")
@@ -497,7 +509,7 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
     dec = [r for a, b, j, r in windows if a == "decode" and b != "call" and j >= 1]
     call = [r for a, b, j, r in windows if a == "call" and j >= 1] or [r for a, b, j, r in windows if a == "call"]
     med = lambda xs: int(np.median(xs))
-    res = {"key": key, "prompt": windows[0][3],
+    res = {"key": key, "load": windows[0][3], "context": windows[1][3], "prompt": windows[2][3],
            "decode": {"anon": med([r["anon"] for r in dec])} | {
                k: {n: med([r[k].get(n, 0) for r in dec]) for n in sorted({n for r in dec for n in r[k]})}
                for k in ("files", "exec")},
@@ -509,7 +521,7 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
            # the greedy decode's ids: the weights decide them, so every run of this model and
            # prompt, under any limit, generates these (their token_embd rows are what decode reads)
            "tokens": tokens,
-           "steps": [dict(r, window=f"{a}-{b}") for a, b, _, r in windows[1:]]}
+           "steps": [dict(r, window=f"{a}-{b}") for a, b, _, r in windows[3:]]}
     _atomic_json(path, res)
     return res
 

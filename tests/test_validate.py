@@ -379,6 +379,18 @@ def test_host_pages_complete_the_measured_working_set(small_model):
             assert not early & later
         for name, n in warm[kind]["exec"].items():
             assert sum(m == text[f"engine library {name} (text)"] for m, _ in pages) == n, phase
+    # the loader's code (engine_warm_set's "load" window: llama_model_load_from_file), most of it run
+    # before the model is mapped (gguf_init_from_file, the vocabulary; MAP_POPULATE runs inside
+    # mmap(2), with no user code), is read as the load starts, before the weights' mapping
+    warm["load"] = {"anon": 0, "files": {}, "exec": {"libpython3.11.so.1.0": 120}}
+    tr, _, _ = P.build_trace(small_model, 16, 3, 512, engine=eng, warm=warm)
+    c, names = tr.cols, {m["id"]: m["name"] for m in tr.meta["maps"]}
+    ids = {v: k for k, v in names.items()}
+    load = np.flatnonzero((c["op"] == Op.PHASE) & (c["arg"] == tr.meta["phases"].index("load")))[0]
+    weights = np.flatnonzero((c["op"] == Op.MMAP) & (c["map"] == ids["weights (mmap)"]))[0]
+    rd = np.flatnonzero((c["op"] == Op.READ) & (c["map"] == ids["engine library libpython3.11.so.1.0 (text)"]))
+    rd = rd[(rd > load) & (rd < weights)]
+    assert len(rd) == 1 and c["page"][rd[0]] == 0 and c["npages"][rd[0]] == 120
 
 
 def test_engine_warm_set_sees_what_a_step_runs(small_model):
@@ -400,6 +412,11 @@ def test_engine_warm_set_sees_what_a_step_runs(small_model):
     assert 0 < warm["decode_call"]["anon"] < warm["decode"]["anon"]
     assert [s["window"] for s in warm["steps"]] == ["decode-call", "call-decode", "decode-decode",
                                                     "decode-call", "call-end"]
+    # Llama() split where it creates the context: the loader runs llama.cpp's model code, the
+    # context's creation (graph_reserve) ggml's scheduler and allocator
+    for part in ("load", "context"):
+        assert warm[part]["exec"].get("libllama.so", 0) > 0, part
+    assert warm["context"]["exec"].get("libggml-base.so.0", 0) > 0
     # the greedy decode's ids, which the weights choose (any run of this model and prompt makes
     # them), and RssAnon's growth: the prompt's call lays its 16-token graph out in the compute
     # buffer, touched for the first time, beyond anything a single-token step adds
