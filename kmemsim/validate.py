@@ -459,8 +459,9 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
     pages of its executable mappings (`exec`: text) and of the others (`files`: rodata, relro); the
     model file is left out (the workload generator has it). The
     kernel's reclaim sees these as referenced every step (folio_referenced in shrink_folio_list:
-    anon -> activate; a VM_EXEC file page -> activate). Returns {"prompt": {...}, "decode": {...}},
-    each {"anon": pages, "files": {basename: pages}, "exec": {basename: pages}}, and "decode_call":
+    anon -> activate; a VM_EXEC file page -> activate). Returns {"load": {...}, "context": {...},
+    "prompt": {...}, "decode": {...}}, each {"anon": pages, "files": {basename: pages}, "exec":
+    {basename: pages}}, and "decode_call":
     {"anon": pages}; decode is the median over the whole steps after the first (the first also touches
     what it allocates), decode_call over the split ones. Cached per model file, prompt and context."""
     import hashlib
