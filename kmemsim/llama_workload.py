@@ -440,7 +440,6 @@ class LlamaSession:
             b.process(t, pid, self.name)
         self._phase(t, "load")
         if self.host:                            # the loader's code (gguf, vocabulary, hparams)
-            self._flush()
             for m, n in self.host.files.get("load", ()):
                 self._acc(t, Op.READ, m, 0, n * P)
         self._plan_buffers()

@@ -579,12 +579,17 @@ def check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram,
 SENSITIVITY = (0.99, 1.01)     # engine heap factors of the sensitivity band (validation.csv, .md)
 
 
+def _has_run(d) -> bool:
+    """A live run was recorded in d (its run directory's summary)."""
+    return os.path.exists(os.path.join(d, "run", "summary.json"))
+
+
 def run_dirs(d, repeat=1, reuse=False) -> list:
     """The directories of a limit's live runs: the first is d itself, repetition i (2, 3, ...) is
     d/repeat-<i>. With reuse, every run already there counts too."""
     n = max(1, int(repeat))
     if reuse:
-        while os.path.exists(os.path.join(d, f"repeat-{n + 1}", "run", "summary.json")):
+        while _has_run(os.path.join(d, f"repeat-{n + 1}")):
             n += 1
     return [d] + [os.path.join(d, f"repeat-{i}") for i in range(2, n + 1)]
 
@@ -611,8 +616,8 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     if int(repeat) < 1:
         raise InputError(f"--repeat must be at least 1 (got {repeat})")
     dirs = {label: run_dirs(os.path.join(out, label.replace("%", "pct")), repeat, reuse) for label, _ in lims}
-    have = lambda rd: reuse and os.path.exists(os.path.join(rd, "run", "summary.json"))
-    if not all(have(rd) for ds in dirs.values() for rd in ds):
+    reused = {rd: reuse and _has_run(rd) for ds in dirs.values() for rd in ds}
+    if not all(reused.values()):
         from .recorder import require_root
         require_root()                   # before anything runs: a live run is still to be made
     os.makedirs(out, exist_ok=True)
@@ -624,13 +629,13 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     for label, limit in lims:
         d = dirs[label][0]
         live = []
-        n = len(dirs[label])
-        if progress and any(map(have, dirs[label])):
-            progress(f"{label} ({limit / 2**20:.0f} MiB): reusing {sum(map(have, dirs[label]))} of {n} live runs")
+        n, k = len(dirs[label]), sum(reused[rd] for rd in dirs[label])
+        if progress and k:
+            progress(f"{label} ({limit / 2**20:.0f} MiB): reusing {k} of {n} live runs")
         for i, rd in enumerate(dirs[label], 1):
-            if progress and not have(rd):
+            if progress and not reused[rd]:
                 progress(f"{label} ({limit / 2**20:.0f} MiB): live run" + (f" {i} of {n}" if n > 1 else ""))
-            if have(rd):
+            if reused[rd]:
                 meas = measured(rd, model)
             else:
                 meas = live_run(model, prompt, decode, ctx, limit, rd, batch, ubatch, threads, zram, swappiness)

@@ -384,12 +384,11 @@ def test_host_pages_complete_the_measured_working_set(small_model):
     # mmap(2), with no user code), is read as the load starts, before the weights' mapping
     warm["load"] = {"anon": 0, "files": {}, "exec": {"libpython3.11.so.1.0": 120}}
     tr, _, _ = P.build_trace(small_model, 16, 3, 512, engine=eng, warm=warm)
-    c, names = tr.cols, {m["id"]: m["name"] for m in tr.meta["maps"]}
-    ids = {v: k for k, v in names.items()}
-    load = np.flatnonzero((c["op"] == Op.PHASE) & (c["arg"] == tr.meta["phases"].index("load")))[0]
+    c, ids = tr.cols, {m["name"]: m["id"] for m in tr.meta["maps"]}
+    load = _phase_rows(tr, "load")
     weights = np.flatnonzero((c["op"] == Op.MMAP) & (c["map"] == ids["weights (mmap)"]))[0]
     rd = np.flatnonzero((c["op"] == Op.READ) & (c["map"] == ids["engine library libpython3.11.so.1.0 (text)"]))
-    rd = rd[(rd > load) & (rd < weights)]
+    rd = rd[(rd > load.start) & (rd < weights)]
     assert len(rd) == 1 and c["page"][rd[0]] == 0 and c["npages"][rd[0]] == 120
 
 
