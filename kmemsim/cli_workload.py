@@ -93,14 +93,16 @@ def _llama_options(f):
 @click.option("--moe-routing", default="uniform", show_default=True, help="uniform | zipf | zipf:S")
 @click.option("--requests", type=int, default=1, show_default=True)
 @click.option("--pid", type=int, default=1000, show_default=True)
-@click.option("--ns-per-weight-byte", type=float, default=0.1, show_default=True,
-              help="Placeholder time model: decode ns per weight byte")
+@click.option("--device", "device_name", default="galaxy-s25plus", show_default=True,
+              help="device profile whose compute speed times the trace (a name under workloads/devices/ "
+                   "or a .toml path)")
 def workload_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch, flash_attn,
                    repack, seed, out, seqs, layout_preset, wtype, layers, moe_routing, requests, pid,
-                   ns_per_weight_byte):
+                   device_name):
     """Trace of llama.cpp inference on MODEL.gguf (or a preset layout), from its tensor offsets."""
-    from . import llama_workload as lw
+    from . import device, llama_workload as lw
     from . import trace as tr_mod
+    tm = device.load(device_name).time_model()
     if layout_preset:
         from .synth import layout_from_preset
         model_obj = layout_from_preset(layout_preset, wtype, layers)
@@ -111,7 +113,7 @@ def workload_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load
     t = time.time()
     tr = lw.generate(model_obj, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch, seqs,
                      pid=pid, flash_attn=flash_attn, repack=repack, moe_routing=moe_routing, seed=seed,
-                     requests=requests, time_model=lw.TimeModel(ns_per_weight_byte=ns_per_weight_byte))
+                     requests=requests, time_model=tm)
     tr_mod.save(tr, out)
     click.echo(f"{out}: {len(tr):,} events in {time.time() - t:.2f} s")
 

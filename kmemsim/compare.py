@@ -130,7 +130,7 @@ def _mean_memory(tl: pd.DataFrame) -> float:
 
 def run(wl: Workload, policies, dev, cfg: dict, progress=True) -> Comparison:
     tr, occ = timing.split_phases(wl.trace)
-    tokens = timing.tokens_for(occ, wl.prompts, wl.batch, wl.ubatch, wl.seqs)
+    tokens, outputs = timing.step_rows(occ, wl.prompts, wl.batch, wl.ubatch, wl.seqs)
     algo = dev.zram_algo(cfg.get("zram"))
     runs = []
     it = policies
@@ -143,7 +143,7 @@ def run(wl: Workload, policies, dev, cfg: dict, progress=True) -> Comparison:
         if bar is not None:
             bar.set_postfix_str(pol)
         res = Emulator(Config(**{**cfg, "policy": pol})).replay(tr)
-        pt = timing.phase_times(res.per_phase, occ, dev, algo, tokens)
+        pt = timing.phase_times(res.per_phase, occ, dev, algo, tokens, outputs)
         m = timing.metrics(pt)
         runs.append(PolicyRun(pol, res.summary, res.timeline, pt, m))
     return Comparison(wl, dev, cfg, algo, runs, summarize(runs))

@@ -2,7 +2,8 @@
 
 A profile holds flash read latency and bandwidth by I/O size, zram compress/decompress speed per
 algorithm, what reclaim costs (per page scanned, per file folio dropped, per page swapped out),
-compute speed for prefill and decode, and the kernel settings the device implies (mapped onto
+llama.cpp's compute speed (weight bytes streamed and matmul multiply-accumulates per second:
+kmemsim.llama_workload.TimeModel), and the kernel settings the device implies (mapped onto
 kmemsim.emulator.Config fields). Counts come from the emulator; kmemsim.timing multiplies them by a
 profile.
 """
@@ -39,8 +40,8 @@ class Device:
     decompress_gbps: dict
     zero_page_us: float
     scan_us_per_page: float
-    decode_weight_gbps: float
-    prefill_weight_gbps: float
+    weight_gbps: float                     # GB/s (bytes per ns) of weights a llama_decode step streams
+    matmul_gmac_s: float                   # the matmuls' multiply-accumulates, 1e9 per second
     # memcg reclaim's own time (kmemsim profile measures it): per file folio it drops (unmap,
     # __remove_mapping), and per anonymous page it swaps out (compression included; None: the zram
     # compress speed alone)
@@ -86,6 +87,11 @@ class Device:
                 "file_folio_us": float(self.file_folio_us),
                 "scan_us": float(self.scan_us_per_page)}
 
+    def time_model(self):
+        """llama.cpp's compute time on this device (kmemsim.llama_workload.TimeModel)."""
+        from .llama_workload import TimeModel
+        return TimeModel(weight_gbps=self.weight_gbps, matmul_gmac_s=self.matmul_gmac_s)
+
     def config_kwargs(self) -> dict:
         """The kernel settings this device implies, as kmemsim.emulator.Config keyword arguments."""
         return dict(self.kernel)
@@ -100,8 +106,7 @@ class Device:
                      "zero_page_us": self.zero_page_us},
             "reclaim": {"scan_us_per_page": self.scan_us_per_page, "file_folio_us": self.file_folio_us,
                         "swap_page_us": self.swap_page_us},
-            "compute": {"decode_weight_gbps": self.decode_weight_gbps,
-                        "prefill_weight_gbps": self.prefill_weight_gbps},
+            "compute": {"weight_gbps": self.weight_gbps, "matmul_gmac_s": self.matmul_gmac_s},
             "path": self.path,
         }
 
@@ -152,6 +157,9 @@ def parse(raw: dict, path: str = "<device>") -> Device:
         if k not in ALGOS or isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
             raise InputError(f"{path}: zram speed {k} = {v!r}: algorithm one of {', '.join(ALGOS)}, speed > 0")
     c = raw.get("compute", {})
+    if "prefill_weight_gbps" in c or "decode_weight_gbps" in c:
+        raise InputError(f"{path}: compute: decode_weight_gbps/prefill_weight_gbps are an old time model; "
+                         "give weight_gbps and matmul_gmac_s (kmemsim profile measures them)")
     rc = raw.get("reclaim", {})
     return Device(
         name=str(raw.get("name", Path(path).stem)), description=str(raw.get("description", "")),
@@ -161,8 +169,8 @@ def parse(raw: dict, path: str = "<device>") -> Device:
         scan_us_per_page=_num(rc, "scan_us_per_page", f"{path}: reclaim", strict=False),
         file_folio_us=_num(rc, "file_folio_us", f"{path}: reclaim", strict=False) if "file_folio_us" in rc else 0.0,
         swap_page_us=_num(rc, "swap_page_us", f"{path}: reclaim", strict=False) if "swap_page_us" in rc else None,
-        decode_weight_gbps=_num(c, "decode_weight_gbps", f"{path}: compute"),
-        prefill_weight_gbps=_num(c, "prefill_weight_gbps", f"{path}: compute"),
+        weight_gbps=_num(c, "weight_gbps", f"{path}: compute"),
+        matmul_gmac_s=_num(c, "matmul_gmac_s", f"{path}: compute"),
         path=str(path), extra={k: raw[k] for k in ("reference", "measured") if k in raw},
     )
 

@@ -40,6 +40,13 @@ class TensorInfo:
         return self.end_page - self.first_page
 
     @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= int(d)
+        return n
+
+    @property
     def row_bytes(self) -> int:
         """Bytes of one row (ne0 elements): rows of quantised types are whole blocks."""
         rows = 1

@@ -51,13 +51,28 @@ def host_cpu_features() -> str:
 
 @dataclass
 class TimeModel:
-    """A placeholder compute-time model (the device profile comes later): a ubatch of n tokens takes
-    weight_bytes * (ns_per_weight_byte + n * ns_per_weight_byte_token) ns; loading copies at
-    ns_per_load_byte. Events inside a step are spread in proportion to the bytes before them."""
-    ns_per_weight_byte: float = 0.1          # decode: ~10 GB/s of weights
-    ns_per_weight_byte_token: float = 0.005  # prefill: extra per token of the ubatch
+    """llama.cpp's compute time: each graph node streams its weights from memory, then does its
+    multiply-accumulates, one after the other: ns = weight bytes / weight_gbps + MACs / matmul_gmac_s
+    (a matmul of n token rows against a weight of P elements: n x P MACs, whatever the weight type).
+    On this machine (docs/validation.md) the two measured rates give the three validation models'
+    prefill and decode within ~10%, where a roofline of bytes alone was off up to 3x. A device profile
+    gives them (kmemsim.device.Device.time_model; kmemsim profile measures this machine's); the
+    default is the default device's. Loading copies at ns_per_load_byte."""
+    weight_gbps: float = 0.0                 # 0: the default device's
+    matmul_gmac_s: float = 0.0
     ns_per_load_byte: float = 0.5            # repack / read(2) copies at load
     ns_idle_between_requests: int = 0
+
+    def __post_init__(self):
+        if not (self.weight_gbps and self.matmul_gmac_s):
+            from .device import load
+            d = load()
+            self.weight_gbps = self.weight_gbps or d.weight_gbps
+            self.matmul_gmac_s = self.matmul_gmac_s or d.matmul_gmac_s
+
+    def ns(self, weight_bytes, macs):
+        """Nanoseconds of graph nodes that stream weight_bytes and do macs multiply-accumulates."""
+        return weight_bytes / self.weight_gbps + macs / self.matmul_gmac_s
 
 
 def get_rows_order(ids, nth):
@@ -169,6 +184,17 @@ def _is_matmul_weight(t: TensorInfo) -> bool:
     n = t.name
     return (len(t.shape) >= 2 and n.endswith(".weight") and not n.startswith("token_embd")
             and "norm" not in n and "ffn_gate_inp" not in n)
+
+
+def _macs_per_row(kind: str, t: TensorInfo, hp: dict) -> int:
+    """Multiply-accumulates a graph node does per token row: a matmul's weight elements (the output
+    head, token_embd when tied, included; get_rows and norms none); an MoE row goes through
+    n_expert_used of the n_expert slices."""
+    if kind == "exps":
+        return hp["n_expert_used"] * (t.n_elements // hp["n_expert"])
+    if kind == "router" or kind == "w" and (_is_matmul_weight(t) or t.name == "token_embd.weight"):
+        return t.n_elements
+    return 0
 
 
 def random_token_ids(rng, n_vocab, n):
@@ -575,18 +601,18 @@ class LlamaSession:
         self._phase(t, phase)
         n_tok = len(tokens) * len(streams)
         n_kv = min(self.kv_size, max(256, _pad(pos0 + len(tokens), 256)))   # llama_kv_cache::get_n_kv
-        # the time for this step
-        wbytes = self.step_weight_bytes
-        dur = wbytes * (self.tm.ns_per_weight_byte + n_tok * self.tm.ns_per_weight_byte_token)
-        scale = dur / max(wbytes, 1)
         cur = float(t)
         # inputs: compute buffer written for this ubatch
         cb = min(self.compute_bytes, self._compute_bytes(n_tok, n_kv))
         self._acc(int(cur), Op.WRITE, self.m_compute, 0, cb)
-        tm_ = TimeCursor(cur, scale)
+        tm_ = TimeCursor(cur, self.tm)
         node_times = []                   # after each graph node this model of the graph emits
         last = f"blk.{hp['n_layer'] - 1}."
         for kind, name in self.order:
+            # token rows a matmul works on: after inp_out_ids get_rows (llm_build_*: the last layer,
+            # once its attention is done) only the output rows are left
+            n_rows = n_out if kind != "kv" and (name.startswith(last + "ffn") or not name.startswith("blk.")) \
+                else n_tok
             if n_out == 0 and kind != "kv" and (name.startswith(last + "ffn") or
                                                  (kind == "w" and not name.startswith("blk."))):
                 # no outputs in this ubatch: after inp_out_ids get_rows the last layer's FFN and the
@@ -601,7 +627,7 @@ class LlamaSession:
                 a = (base + rows * rb) // P
                 e = -(-(base + (rows + 1) * rb) // P)
                 self._ranges(int(tm_.t), Op.READ, self._map_of(where), a, e - a)
-                tm_.adv(len(rows) * rb)
+                tm_.adv(len(rows) * rb, 0)
             elif kind == "w":
                 tt = self.L.tensor(name)
                 if name == "token_embd.weight" or name == "output.weight":
@@ -609,12 +635,12 @@ class LlamaSession:
                 else:
                     where, base = self.where[name]
                 self._acc(int(tm_.t), Op.READ, self._map_of(where), base, tt.n_bytes)
-                tm_.adv(tt.n_bytes)
+                tm_.adv(tt.n_bytes, n_rows * _macs_per_row(kind, tt, hp))
             elif kind == "router":
                 tt = self.L.tensor(name)
                 where, base = self.where[name]
                 self._acc(int(tm_.t), Op.READ, self._map_of(where), base, tt.n_bytes)
-                tm_.adv(tt.n_bytes)
+                tm_.adv(tt.n_bytes, n_rows * _macs_per_row(kind, tt, hp))
                 il = int(name.split(".")[1])
                 self._experts = self._route(il, n_tok)
             elif kind == "exps":
@@ -625,7 +651,7 @@ class LlamaSession:
                 ex = self._experts
                 a, n = _runs(base + ex * sl, base + (ex + 1) * sl)
                 self._ranges(int(tm_.t), Op.READ, self._map_of(where), a, n)
-                tm_.adv(len(ex) * sl)
+                tm_.adv(len(ex) * sl, n_rows * _macs_per_row(kind, tt, hp))
             elif kind == "kv":
                 self._kv(int(tm_.t), name, pos0, len(tokens), n_kv, streams)
             node_times.append(int(tm_.t))
@@ -637,7 +663,7 @@ class LlamaSession:
             self._host_touch(int(cur), node_times + [int(tm_.t)],
                              "decode" if phase.startswith("decode") else "prompt")
         self.n_ubatches += 1
-        return int(np.ceil(max(t + dur, tm_.t)))
+        return int(np.ceil(tm_.t))
 
     def _route(self, il, n_tok):
         """Experts used by a ubatch in layer il: top-k per token (Gumbel-top-k sampling without
@@ -710,6 +736,25 @@ class LlamaSession:
             if self.L.tensor("output.weight") is None:
                 self._swb += self.L.tensor("token_embd.weight").n_bytes
         return self._swb
+
+    @property
+    def step_macs(self) -> tuple[int, int]:
+        """Multiply-accumulates of a llama_decode step per token row, and per output row on top (the
+        last layer's FFN and the output head, which work on the output rows only): as _ubatch times
+        them."""
+        if not hasattr(self, "_macs"):
+            last = f"blk.{self.hp['n_layer'] - 1}."
+            per_tok = per_out = 0
+            for kind, name in self.order:
+                if kind == "kv":
+                    continue
+                m = _macs_per_row(kind, self.L.tensor(name), self.hp)
+                if name.startswith(last + "ffn") or not name.startswith("blk."):
+                    per_out += m
+                else:
+                    per_tok += m
+            self._macs = (per_tok, per_out)
+        return self._macs
 
     def request(self, prompt, decode, t0=None, tokens=None):
         """One request: the prompt in batches of n_batch split into ubatches of n_ubatch
@@ -803,17 +848,19 @@ class LlamaSession:
                 "approx_kv_accesses": self.approx_kv_accesses, "pid": self.pid,
                 "prefill_tokens": self.prefill_tokens, "decode_tokens": self.decode_tokens,
                 "requests": self.n_requests,
+                "macs_per_token": self.step_macs[0], "macs_per_output": self.step_macs[1],
                 "engine": "llama-cpp-python 0.3.36 (llama.cpp 0c1e57098bba43ac29e6e3b677cdceebdd22334f)"}
 
 
 class TimeCursor:
-    __slots__ = ("t", "scale")
+    """Trace time through a ubatch's graph: each node ends TimeModel.ns after it starts."""
+    __slots__ = ("t", "tm")
 
-    def __init__(self, t, scale):
-        self.t, self.scale = t, scale
+    def __init__(self, t, tm: TimeModel):
+        self.t, self.tm = t, tm
 
-    def adv(self, nbytes):
-        self.t += nbytes * self.scale
+    def adv(self, nbytes, macs):
+        self.t += self.tm.ns(nbytes, macs)
 
 
 def generate(model, prompt, decode, ctx, batch=512, ubatch=512, kv_type="f16", load_mode="mmap",

@@ -99,9 +99,10 @@ def _engine_kmem_pages(engine):
 
 
 def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, engine=None, probe=None,
-                warm=None):
+                warm=None, time_model=None):
     """The predicted trace and the LlamaSession that generated its llama.cpp part. `warm`: the
-    engine's warm set per llama_decode call (validate.engine_warm_set)."""
+    engine's warm set per llama_decode call (validate.engine_warm_set); `time_model`: the compute
+    speed that times it (this machine's profile; None: the default device's)."""
     b = TraceBuilder(source="kmemsim predict")
     t = 0
     b.process(t, PID, "python3 (llama-cpp-python)")
@@ -151,7 +152,7 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
         if host.grow_pages:
             host.grow = b.mmap(t, PID, "engine heap growth (work buffers, logits rows)", host.grow_pages,
                                flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.HEAP)
-    s = lw.LlamaSession(model, b, pid=PID, ctx=ctx, batch=batch, ubatch=ubatch,
+    s = lw.LlamaSession(model, b, pid=PID, ctx=ctx, batch=batch, ubatch=ubatch, time_model=time_model,
                         compute_buffer_bytes=compute, host=host, threads=threads)
     t = s.load(t + 1, start_process=False)
     # the reference run's own prompt ids (their token_embd rows are what get_rows reads); the greedy
@@ -217,11 +218,13 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
         probe = V.llama_probe(model, ctx, batch, ubatch, threads)
     if warm is None and engine:
         warm = V.engine_warm_set(model, prompt, ctx, batch, ubatch, threads, V.warm_steps(decode))
-    tr, sess, n = build_trace(model, prompt, decode, ctx, batch, ubatch, threads, engine, probe, warm)
-    notes += n
-    # this machine's profile gives the emulator's clock (storage time, the task's own reclaim and
-    # swap-in time) and the times reported; without one, reads complete at once and no time is given
+    # this machine's profile gives the emulator's clock (llama.cpp's compute between the trace's
+    # events, storage time, the task's own reclaim and swap-in time) and the times reported; without
+    # one, the default device's compute times the trace, reads complete at once and no time is given
     prof = _this_machine()
+    tr, sess, n = build_trace(model, prompt, decode, ctx, batch, ubatch, threads, engine, probe, warm,
+                              prof.time_model() if prof is not None else None)
+    notes += n
     cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0,
                  threads=int(threads), **(prof.task_costs(zram) if prof is not None else {}))
     # one replay of the phase-split copy (kmemsim.timing.split_phases only inserts PHASE marks, so
@@ -287,9 +290,9 @@ def _times(r, occ, cfg, prompt, batch, ubatch, prof) -> dict:
     if prof is None:
         return {"note": "ttft_s/tpot_s: no device profile workloads/devices/this-machine.toml"}
     reqs = {q: int(prompt) for q in set(occ["request"]) if q}
-    toks = timing.tokens_for(occ, reqs, batch, ubatch, 1)
+    toks, outs = timing.step_rows(occ, reqs, batch, ubatch, 1)
     algo = (cfg.zram or "lz4:").split(":")[0] or "lz4"
-    pt = timing.phase_times(r.per_phase, occ, prof, algo, toks)
+    pt = timing.phase_times(r.per_phase, occ, prof, algo, toks, outs)
     m = timing.metrics(pt)
     f = lambda v: None if v is None or v != v else float(v)
     return {"ttft_s": f(m.get("ttft_s")), "tpot_s": f(m.get("tpot_s"))}

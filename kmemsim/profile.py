@@ -234,15 +234,36 @@ def zram(progress=None, real=True) -> dict:
 # ------------------------------------------------------------------------------------------------
 # compute (llama.cpp)
 
-def compute(prompt=128, decode=32, progress=None, threads=None) -> dict | None:
+def step_cost(path: str) -> tuple[int, int, int]:
+    """(weight bytes, MACs per token row, MACs per output row) of a llama_decode step of the model at
+    path, as kmemsim.llama_workload's TimeModel counts them."""
+    from . import llama_workload as lw
+    from .trace import TraceBuilder
+    s = lw.LlamaSession(path, TraceBuilder(source="profile"), time_model=lw.TimeModel(1.0, 1.0))
+    return s.step_weight_bytes, *s.step_macs
+
+
+def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, path=None) -> dict | None:
+    """llama.cpp's speed as TimeModel's two rates, on a synthetic model (or the GGUF at path): each
+    round times, after a warm-up, a prefill of each size in `prompts` (one output row) and `decode`
+    steps (one token row, its output; their median), and fits t = W / weight_gbps + MACs /
+    matmul_gmac_s by least squares over those points (W is the same for all, so the line's slope gives
+    the MAC rate and its intercept the streaming time). The rates are the median over the rounds:
+    on a shared 2-CPU machine one round in a few is slowed (steal) and tilts its line."""
     try:
         import llama_cpp
     except ImportError:
         return None
     from . import synth
     with tempfile.TemporaryDirectory(prefix="kmemsim-profile-") as d:
-        path = synth.write_model(os.path.join(d, "m.gguf"), "Qwen3-0.6B", "q8_0", layers=4, progress=False)
-        wbytes = os.path.getsize(path)
+        if path is None:
+            # a 1B model's layers (60 M MACs per token each), so the matmuls outweigh the per-node work
+            # as in the models users run; a Qwen3-0.6B-shaped one (13 M) measured 15% fewer MAC/s
+            path = synth.write_model(os.path.join(d, "m.gguf"), "Llama-3.2-1B", "q8_0", layers=4, progress=False)
+            name = "synthetic Llama-3.2-1B shape, 4 layers, q8_0 (kmemsim.synth.write_model)"
+        else:
+            name = os.path.basename(path)
+        wbytes, m_tok, m_out = step_cost(path)
         from .llama_trace import _quiet
         _quiet(llama_cpp)
         llama_cpp.llama_backend_init()
@@ -250,50 +271,51 @@ def compute(prompt=128, decode=32, progress=None, threads=None) -> dict | None:
         model = llama_cpp.llama_model_load_from_file(path.encode(), mp)
         if not model:
             return None
+        n_max = max(prompts)
         cp = llama_cpp.llama_context_default_params()
-        cp.n_ctx = prompt + decode + 16
-        cp.n_batch = prompt
-        cp.n_ubatch = prompt
-        if threads:
-            cp.n_threads = cp.n_threads_batch = threads
+        cp.n_ctx = n_max + decode + 16
+        cp.n_batch = cp.n_ubatch = n_max
+        cp.n_threads = cp.n_threads_batch = int(threads)
         lctx = llama_cpp.llama_init_from_model(model, cp)
         try:
             vocab = llama_cpp.llama_model_get_vocab(model)
             nv = llama_cpp.llama_vocab_n_tokens(vocab)
-            rng = np.random.default_rng(0)
-            toks = [int(x) for x in rng.integers(300, nv, prompt)]
-            arr = (llama_cpp.llama_token * prompt)(*toks)
-            llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(arr, prompt))   # warm-up
+            toks = [int(x) for x in np.random.default_rng(0).integers(300, nv, n_max)]
             mem = llama_cpp.llama_get_memory(lctx)
-            llama_cpp.llama_memory_clear(mem, True)
-            t0 = time.perf_counter()
-            if llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(arr, prompt)) != 0:
-                return None
-            t_pre = time.perf_counter() - t0
-            steps = []
-            for j in range(decode):
-                one = (llama_cpp.llama_token * 1)(toks[j % prompt])
+
+            def run(n):
+                arr = (llama_cpp.llama_token * n)(*toks[:n])
                 t0 = time.perf_counter()
-                llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(one, 1))
-                steps.append(time.perf_counter() - t0)
+                if llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(arr, n)) != 0:
+                    raise RuntimeError("llama_decode failed")
+                return time.perf_counter() - t0
+
+            run(n_max)                                           # warm-up
+            fits, pre, dec = [], {n: [] for n in prompts}, []
+            macs = np.array([m_tok + m_out] + [n * m_tok + m_out for n in prompts], float)
+            for _ in range(rounds):
+                for n in prompts:
+                    llama_cpp.llama_memory_clear(mem, True)
+                    pre[n].append(run(n))
+                dec.append(float(np.median([run(1) for _ in range(decode)])))   # after the prefill's cells
+                slope, icpt = np.polyfit(macs, [dec[-1]] + [pre[n][-1] for n in prompts], 1)
+                if slope > 0 and icpt > 0:
+                    fits.append((wbytes / icpt / 1e9, 1.0 / slope / 1e9))
+        except RuntimeError:
+            return None
         finally:
             llama_cpp.llama_free(lctx)
             llama_cpp.llama_model_free(model)
-    dec = float(np.median(steps))
-    # The weight bytes a step reads: the file minus token_embd's unread rows (get_rows reads one row)
-    from . import synth as _s
-    L = _s.layout_from_preset("Qwen3-0.6B", type="q8_0", layers=4)
-    w_step = sum(t.n_bytes for t in L.tensors if t.name != "token_embd.weight")
-    tied = not any(t.name == "output.weight" for t in L.tensors)
-    if tied:      # the tied embedding is the output head: read whole once per step
-        w_step += L.tensor("token_embd.weight").n_bytes
-    r = {"model": "synthetic Qwen3-0.6B shape, 4 layers, q8_0 (kmemsim.synth.write_model)",
-         "file_bytes": wbytes, "weight_bytes_per_step": int(w_step), "prefill_tokens": prompt,
-         "prefill_tok_s": prompt / t_pre, "decode_tok_s": 1.0 / dec,
-         "decode_weight_gbps": w_step / dec / 1e9, "prefill_weight_gbps": prompt * w_step / t_pre / 1e9,
+    if not fits:
+        return None
+    r = {"model": name, "weight_bytes_per_step": int(wbytes), "macs_per_token": int(m_tok),
+         "macs_per_output": int(m_out), "prefill_s": {int(n): float(np.median(v)) for n, v in pre.items()},
+         "decode_s": float(np.median(dec)), "rounds": len(fits),
+         "weight_gbps": float(np.median([f[0] for f in fits])),
+         "matmul_gmac_s": float(np.median([f[1] for f in fits])),
          "llama_cpp": getattr(llama_cpp, "__version__", "?")}
     if progress:
-        progress(f"llama.cpp: prefill {r['prefill_tok_s']:.0f} tok/s, decode {r['decode_tok_s']:.1f} tok/s")
+        progress(f"llama.cpp: {r['matmul_gmac_s']:.1f} GMAC/s, weights streamed at {r['weight_gbps']:.1f} GB/s")
     return r
 
 
@@ -375,7 +397,8 @@ def measure(progress=None, storage_dir=None, quick=False) -> dict:
     st = storage(storage_dir, file_mb=64 if quick else 256, seconds_per_size=0.15 if quick else 0.4,
                  progress=progress)
     zr = zram(progress)
-    cp = compute(prompt=64 if quick else 128, decode=8 if quick else 32, progress=progress)
+    cp = compute(prompts=(16, 64) if quick else (32, 128), decode=8 if quick else 32, rounds=2 if quick else 5,
+                 progress=progress)
     rc = reclaim(storage_dir, progress)
     return {"storage": st, "zram": zr, "compute": cp, "reclaim": rc}
 
@@ -403,6 +426,20 @@ def _read_ahead_kb(d):
     return 128, 512
 
 
+def compute_toml(cp: dict | None) -> str:
+    """The [compute] section's body for a compute() result."""
+    if not cp:
+        return "# llama-cpp-python missing: [estimate] placeholders\nweight_gbps = 10.0\nmatmul_gmac_s = 50.0"
+    pre = ", ".join(f"{n} tokens {v * 1e3:.1f} ms" for n, v in cp["prefill_s"].items())
+    return (f"# measured: {cp['model']}, llama-cpp-python {cp['llama_cpp']}, 2 threads: a step streams "
+            f"{cp['weight_bytes_per_step'] / 2**20:.1f} MiB\n# of weights, {cp['macs_per_token'] / 1e6:.1f} M "
+            f"MACs per token row and {cp['macs_per_output'] / 1e6:.1f} M more per output row;\n"
+            f"# medians: decode {cp['decode_s'] * 1e3:.1f} ms, prefill {pre}.\n"
+            "# t = bytes / weight_gbps + MACs / matmul_gmac_s (kmemsim.llama_workload.TimeModel), least squares\n"
+            f"# per round, median of {cp['rounds']} rounds\n"
+            f"weight_gbps = {cp['weight_gbps']:.3f}\nmatmul_gmac_s = {cp['matmul_gmac_s']:.3f}")
+
+
 def to_toml(m: dict) -> str:
     st, zr, cp = m["storage"], m["zram"], m["compute"]
     ram = _mem_total()
@@ -417,15 +454,7 @@ def to_toml(m: dict) -> str:
     comp = ", ".join(f"{key(a)} = {r['compress_gbps']:.3f}" for a, r in zr.items())
     dec = ", ".join(f"{key(a)} = {r['decompress_gbps']:.3f}" for a, r in zr.items())
     zlines = "\n".join(f"#   {a}: {r['method']}; ratio {r['ratio']:.2f}" for a, r in zr.items())
-    if cp:
-        comp_txt = (f"# measured: {cp['model']}, llama-cpp-python {cp['llama_cpp']}: prefill "
-                    f"{cp['prefill_tok_s']:.1f} tok/s ({cp['prefill_tokens']}-token ubatch), decode "
-                    f"{cp['decode_tok_s']:.1f} tok/s, {cp['weight_bytes_per_step'] / 2**20:.1f} MiB of weights "
-                    f"per step\ndecode_weight_gbps = {cp['decode_weight_gbps']:.3f}\n"
-                    f"prefill_weight_gbps = {cp['prefill_weight_gbps']:.3f}")
-    else:
-        comp_txt = ("# llama-cpp-python missing: [estimate] placeholders\n"
-                    "decode_weight_gbps = 10.0\nprefill_weight_gbps = 50.0")
+    comp_txt = compute_toml(cp)
     rc = m.get("reclaim")
     if rc:
         rc_txt = (f"# measured: memcg reclaim time (mm_vmscan_memcg_reclaim_begin/end) in a {rc['limit'] >> 20} MiB "

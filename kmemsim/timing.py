@@ -14,9 +14,13 @@ Stall time of a phase (what the waiting task pays; kswapd's work is not charged 
   + stall_reclaim_scanned x scan_us_per_page
 
 Compute time of a llama_decode step (a prefill ubatch of n tokens, or a decode step of n = paths
-tokens) that reads W weight bytes, a roofline:  max(W / decode_weight_gbps, n x W / prefill_weight_gbps).
-Attention over the KV cache and the sampling are not charged (small next to the weights at the
-context lengths used here).
+tokens) that reads W weight bytes: the device's kmemsim.llama_workload.TimeModel, as the trace's own
+clock, W / weight_gbps + MACs / matmul_gmac_s, with MACs = n x (MACs per token) + outputs x (MACs
+per output row): the last layer's FFN and the output head work on the output rows only (one per
+sequence in the prompt's last ubatch, every token in decode). MACs per token and per output come
+from the session that made the trace (its meta["llama"], by pid); a trace without them is charged
+W / weight_gbps. Attention over the KV cache and the sampling are not charged (small next to the
+weights at the context lengths used here).
 
 Phases: the trace's PHASE marks carry names shared by every request ("decode token 3" happens in
 each request) and the core keeps one current phase for all processes. `split_phases` rewrites a
@@ -67,7 +71,8 @@ def _kind(name: str) -> str:
 def split_phases(tr: Trace) -> tuple[Trace, pd.DataFrame]:
     """A copy of `tr` whose phases are occurrences charged per process, and the occurrence table
     (index = phase id in the copy): t, pid, name, kind, request (label of the enclosing request, or
-    ""), ubatch (index of a prefill ubatch inside its request), weight_bytes (weight pages read)."""
+    ""), ubatch (index of a prefill ubatch inside its request), weight_bytes (weight pages read),
+    macs_per_token and macs_per_output (of the llama session of that pid, 0 if none)."""
     c = tr.cols
     names = list(tr.meta.get("phases", []))
     op, pid, t, arg = c["op"], c["pid"], c["t"], c["arg"]
@@ -146,6 +151,9 @@ def split_phases(tr: Trace) -> tuple[Trace, pd.DataFrame]:
     occ["request"] = req
     occ["ubatch"] = ub
     occ["weight_bytes"] = weight_read_bytes(out, len(occ_names))
+    sess = {int(m["pid"]): m for m in tr.meta.get("llama", []) if "pid" in m}
+    for k in ("macs_per_token", "macs_per_output"):
+        occ[k] = [float(sess.get(int(p), {}).get(k, 0)) for p in occ["pid"]]
     occ.index.name = "phase_id"
     return out, occ
 
@@ -206,19 +214,19 @@ def stall_seconds(counts: pd.DataFrame, device, zram_algo: str) -> pd.DataFrame:
     return out
 
 
-def compute_seconds(weight_bytes, tokens, device) -> np.ndarray:
-    """Roofline compute time of llama_decode steps: max(W / decode bw, tokens x W / prefill rate)."""
-    w = np.asarray(weight_bytes, float)
+def compute_seconds(weight_bytes, tokens, outputs, macs_per_token, macs_per_output, device) -> np.ndarray:
+    """Compute time of llama_decode steps (tokens > 0; 0 elsewhere): the device's TimeModel."""
     n = np.asarray(tokens, float)
-    return np.where(n > 0, np.maximum(w / (device.decode_weight_gbps * 1e9),
-                                      n * w / (device.prefill_weight_gbps * 1e9)), 0.0)
+    macs = n * np.asarray(macs_per_token, float) + np.asarray(outputs, float) * np.asarray(macs_per_output, float)
+    ns = device.time_model().ns(np.asarray(weight_bytes, float), macs)
+    return np.where(n > 0, ns * 1e-9, 0.0)
 
 
 def phase_times(per_phase: pd.DataFrame, occ: pd.DataFrame, device, zram_algo: str,
-                tokens: np.ndarray | None = None) -> pd.DataFrame:
+                tokens: np.ndarray | None = None, outputs: np.ndarray | None = None) -> pd.DataFrame:
     """occ (from split_phases) + the per-occurrence counters of a replay -> seconds per occurrence.
-    tokens: tokens of each occurrence's llama_decode step (prefill ubatch size, or paths for a
-    decode step); None: 1 per prefill/decode phase."""
+    tokens, outputs: tokens and output rows of each occurrence's llama_decode step (step_rows);
+    None: 1 token per prefill/decode phase, an output per decode token."""
     counts = per_phase.reset_index(drop=True).iloc[:len(occ)]
     counts.index = occ.index
     st = stall_seconds(counts, device, zram_algo)
@@ -226,7 +234,12 @@ def phase_times(per_phase: pd.DataFrame, occ: pd.DataFrame, device, zram_algo: s
         tokens = occ["kind"].isin(["prefill", "decode"]).to_numpy(int)
     out = occ.copy()
     out["tokens"] = np.asarray(tokens)
-    out["compute_s"] = compute_seconds(out["weight_bytes"], out["tokens"], device)
+    if outputs is None:
+        outputs = np.where(occ["kind"].to_numpy() == "decode", out["tokens"], 0)
+    out["outputs"] = np.asarray(outputs)
+    out["compute_s"] = compute_seconds(out["weight_bytes"], out["tokens"], out["outputs"],
+                                       occ["macs_per_token"] if "macs_per_token" in occ else 0,
+                                       occ["macs_per_output"] if "macs_per_output" in occ else 0, device)
     for k in st:
         out[k] = st[k].to_numpy()
     for k in STALL_COUNTERS + ["pgmajfault", "pgpgin", "pswpin"]:
@@ -263,9 +276,10 @@ def metrics(pt: pd.DataFrame) -> dict:
     }
 
 
-def ubatch_sizes(new: int, batch: int, ubatch: int, seqs: int) -> list[int]:
-    """Tokens of each prefill ubatch for `new` prompt tokens (as kmemsim.scenario._serve and
-    llama_workload split them: per sequence, n_batch chunks cut into n_ubatch pieces)."""
+def ubatches(new: int, batch: int, ubatch: int, seqs: int) -> list[tuple[int, int]]:
+    """(tokens, output rows) of each prefill ubatch for `new` prompt tokens (as kmemsim.scenario._serve
+    and llama_workload split them: per sequence, n_batch chunks cut into n_ubatch pieces; the last
+    ubatch of a sequence outputs its last token's logits)."""
     out = []
     for _ in range(max(1, int(seqs))):
         pos = 0
@@ -274,20 +288,22 @@ def ubatch_sizes(new: int, batch: int, ubatch: int, seqs: int) -> list[int]:
             b = pos
             while b < pos + nb:
                 nu = min(ubatch, pos + nb - b)
-                out.append(nu)
+                out.append((nu, int(b + nu == new)))
                 b += nu
             pos += nb
     return out
 
 
-def tokens_for(occ: pd.DataFrame, prompts: dict, batch: int, ubatch: int, seqs: int) -> np.ndarray:
-    """Tokens per occurrence: prompts maps a request label (e.g. "request 3 session chat") to its
-    new prompt tokens; decode steps get `seqs` tokens."""
+def step_rows(occ: pd.DataFrame, prompts: dict, batch: int, ubatch: int, seqs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens and output rows per occurrence: prompts maps a request label (e.g. "request 3 session
+    chat") to its new prompt tokens; decode steps get `seqs` tokens, each an output."""
     tok = np.zeros(len(occ), np.int64)
+    outs = np.zeros(len(occ), np.int64)
     kinds, reqs, ubs = occ["kind"].to_numpy(), occ["request"].to_numpy(), occ["ubatch"].to_numpy()
-    sizes = {r: ubatch_sizes(n, batch, ubatch, seqs) for r, n in prompts.items()}
+    sizes = {r: ubatches(n, batch, ubatch, seqs) for r, n in prompts.items()}
     for i in np.flatnonzero(kinds == "prefill"):
         s = sizes.get(reqs[i])
-        tok[i] = s[ubs[i]] if s is not None and 0 <= ubs[i] < len(s) else 1
-    tok[kinds == "decode"] = max(1, int(seqs))
-    return tok
+        tok[i], outs[i] = s[ubs[i]] if s is not None and 0 <= ubs[i] < len(s) else (1, 0)
+    tok[kinds == "decode"] = outs[kinds == "decode"] = max(1, int(seqs))
+    return tok, outs
+

@@ -169,3 +169,33 @@ def test_get_rows_reads_the_batch_in_order_split_between_threads():
     c = tr.cols
     sel = (c["op"] == Op.READ) & (c["map"] == emb) & np.isin(c["page"], first)
     assert c["page"][sel][:len(toks)].tolist() == first.tolist()
+
+
+def test_a_step_takes_its_weight_bytes_and_its_matmuls_time():
+    # TimeModel: each node streams its weights, then does n_rows x P multiply-accumulates. With 1 GB/s
+    # and 1 GMAC/s (1 byte or 1 MAC per ns) a decode step lasts its weight bytes + the session's MACs
+    # per token and per output row; a prefill ubatch with no output (not the prompt's last) skips
+    # the last layer's FFN and the output head (llm_build_llama: inp_out_ids, then ggml_is_empty).
+    L = synth.layout_from_preset("Llama-3.2-1B", type="q8_0", layers=2)
+    tm = lw.TimeModel(weight_gbps=1.0, matmul_gmac_s=1.0)
+    b = trace.TraceBuilder()
+    s = lw.LlamaSession(L, b, ctx=512, batch=512, ubatch=16, time_model=tm, repack="none")
+    t = s.load()
+    s.request(32, 2, t)
+    tr = b.build()
+    c, names = tr.cols, tr.meta["phases"]
+    ph = np.flatnonzero(c["op"] == Op.PHASE)
+    at = {names[int(c["arg"][i])]: int(c["t"][i]) for i in ph}
+    m_tok, m_out = s.step_macs
+    rows = L.tensor("token_embd.weight").row_bytes
+    head = L.tensor("token_embd.weight").n_bytes                   # tied: the output head
+    last_ffn = sum(L.tensor(f"blk.1.ffn_{k}.weight").n_bytes for k in ("gate", "up", "down"))
+    mats = sum(t.n_bytes for t in L.tensors if t.name != "token_embd.weight")
+    assert m_out == L.tensor("token_embd.weight").n_elements + \
+        sum(L.tensor(f"blk.1.ffn_{k}.weight").n_elements for k in ("gate", "up", "down"))
+    decode = at["decode token 1"] - at["decode token 0"]
+    assert decode == pytest.approx(mats + head + rows + m_tok + m_out, abs=2)
+    no_out = at["prefill ubatch 1"] - at["prefill ubatch 0"]
+    assert no_out == pytest.approx(mats - last_ffn + 16 * rows + 16 * m_tok, rel=1e-3)
+    with_out = at["decode token 0"] - at["prefill ubatch 1"]
+    assert with_out == pytest.approx(mats + head + 16 * rows + 16 * m_tok + m_out, rel=1e-3)

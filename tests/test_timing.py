@@ -16,7 +16,7 @@ RAW = {
     "storage": {"io_kb": [4, 64], "latency_us": [100, 100], "bandwidth_gbps": [0.4096, 4.096]},
     "zram": {"compress_gbps": {"lz4": 0.4096}, "decompress_gbps": {"lz4": 4.096}, "zero_page_us": 2.0},
     "reclaim": {"scan_us_per_page": 0.5},
-    "compute": {"decode_weight_gbps": 10.0, "prefill_weight_gbps": 100.0},
+    "compute": {"weight_gbps": 10.0, "matmul_gmac_s": 100.0},
 }
 
 
@@ -66,12 +66,23 @@ def test_io_size_interpolates_between_table_points():
     assert d.read_latency_s(4096) == pytest.approx(100e-6)
 
 
-def test_compute_roofline():
+def test_compute_streams_the_weights_then_does_the_matmuls():
+    # kmemsim.llama_workload.TimeModel: W / weight_gbps + (tokens x MACs per token + outputs x MACs
+    # per output) / matmul_gmac_s; a phase that is no llama_decode step (0 tokens) costs nothing
     d = hand()
-    w = 1e9                                   # 1 GB of weights per step
-    # decode: 1 token -> max(1e9 / 10e9, 1 x 1e9 / 100e9) = 0.1 s (memory-bound)
-    # prefill of 50 tokens -> max(0.1, 50 x 0.01) = 0.5 s (compute-bound)
-    assert timing.compute_seconds([w, w, w], [1, 50, 0], d).tolist() == pytest.approx([0.1, 0.5, 0.0])
+    w = 1e9                                   # 1 GB of weights per step: 0.1 s at 10 GB/s
+    # decode: 1 token, 1 output: 0.1 + (1e9 + 2e8) / 100e9 = 0.112 s
+    # prefill of 50 tokens, the last with its output: 0.1 + (50e9 + 2e8) / 100e9 = 0.602 s
+    # a prefill ubatch before the last (no output row): 0.1 + 50e9 / 100e9 = 0.6 s
+    got = timing.compute_seconds([w, w, w, w], [1, 50, 50, 0], [1, 1, 0, 0], 1e9, 2e8, d)
+    assert got.tolist() == pytest.approx([0.112, 0.602, 0.6, 0.0])
+
+
+def test_step_rows_give_the_last_ubatch_of_each_sequence_its_output():
+    # llama_batch_allocr / split_simple: n_batch chunks cut into n_ubatch pieces, per sequence; the
+    # prompt's last token of each sequence asks for logits (llama-cpp-python eval: logits[-1])
+    assert timing.ubatches(300, 256, 128, 1) == [(128, 0), (128, 0), (44, 1)]
+    assert timing.ubatches(100, 512, 512, 2) == [(100, 1), (100, 1)]
 
 
 def test_phase_times_and_metrics_on_a_hand_made_request():
@@ -85,24 +96,23 @@ def test_phase_times_and_metrics_on_a_hand_made_request():
         "request": ["request 0"] * 5 + ["", ""],
         "ubatch": [-1, 0, -1, -1, -1, -1, -1],
         "weight_bytes": [0, 1e9, 1e9, 1e9, 1e9, 0, 0],
+        "macs_per_token": [1e9] * 5 + [0, 1e9],
+        "macs_per_output": [2e8] * 5 + [0, 2e8],
     })
     per_phase = pd.DataFrame({k: [0] * 7 for k in timing.STALL_COUNTERS})
     per_phase.loc[1, ["stall_read_ios", "stall_read_pages"]] = [10, 10]      # 1.1 ms in the prompt
     per_phase.loc[3, ["stall_swapin_pages"]] = [1000]                        # 1 ms in token 1
     per_phase.loc[5, ["stall_read_ios", "stall_read_pages"]] = [2, 32]       # 232 us in the switch
-    tok = timing.tokens_for(occ, {"request 0": 50}, batch=512, ubatch=512, seqs=1)
+    tok, outs = timing.step_rows(occ, {"request 0": 50}, batch=512, ubatch=512, seqs=1)
     assert tok.tolist() == [0, 50, 1, 1, 1, 0, 0]
-    pt = timing.phase_times(per_phase, occ, d, "lz4", tok)
+    assert outs.tolist() == [0, 1, 1, 1, 1, 0, 0]
+    pt = timing.phase_times(per_phase, occ, d, "lz4", tok, outs)
     m = timing.metrics(pt)
-    assert m["ttft_s"] == pytest.approx(0.5 + 1.1e-3)
-    assert m["tpot_s"] == pytest.approx(0.1)                     # median of 0.1, 0.101, 0.1
-    assert m["request_latency_s"] == pytest.approx(0.5 + 1.1e-3 + 0.3 + 1e-3)
+    # compute: prefill 0.1 + (50e9 + 2e8) / 100e9 = 0.602 s, decode 0.1 + 1.2e9 / 100e9 = 0.112 s
+    assert m["ttft_s"] == pytest.approx(0.602 + 1.1e-3)
+    assert m["tpot_s"] == pytest.approx(0.112)                   # median of 0.112, 0.113, 0.112
+    assert m["request_latency_s"] == pytest.approx(0.602 + 1.1e-3 + 3 * 0.112 + 1e-3)
     assert m["switch_latency_s"] == pytest.approx(232e-6)
-
-
-def test_ubatch_sizes_follow_llama_cpp_split():
-    assert timing.ubatch_sizes(300, 256, 128, 1) == [128, 128, 44]
-    assert timing.ubatch_sizes(100, 512, 512, 2) == [100, 100]     # one pass per sequence
 
 
 def _interleaved_trace():
@@ -159,6 +169,29 @@ def test_bad_profiles_are_input_errors():
     bad = {**RAW, "storage": {"io_kb": [64, 4], "latency_us": [1, 1], "bandwidth_gbps": [1, 1]}}
     with pytest.raises(InputError, match="io_kb must increase"):
         device.parse(bad, "x.toml")
+    old = {**RAW, "compute": {"decode_weight_gbps": 10.0, "prefill_weight_gbps": 100.0}}
+    with pytest.raises(InputError, match="old time model"):         # a profile from before session 9
+        device.parse(old, "x.toml")
+
+
+def test_profile_fits_llama_cpp_speed_on_the_counts_the_generator_uses(tmp_path):
+    # kmemsim profile's compute: real llama.cpp on a synthetic model, timed, and the two rates fitted
+    # on the weight bytes and MACs kmemsim.llama_workload counts for that model (step_cost); what it
+    # writes loads back as a profile whose TimeModel has those rates.
+    pytest.importorskip("llama_cpp")
+    from kmemsim import synth
+    from kmemsim import llama_workload as lw
+    path = synth.write_model(str(tmp_path / "m.gguf"), "Qwen3-0.6B", "q8_0", layers=2, progress=False)
+    cp = profile.compute(prompts=(8, 32), decode=4, rounds=2, path=path)
+    assert cp is not None and cp["weight_gbps"] > 0 and cp["matmul_gmac_s"] > 0
+    s = lw.LlamaSession(path, TraceBuilder(), time_model=lw.TimeModel(1.0, 1.0))
+    assert (cp["weight_bytes_per_step"], cp["macs_per_token"], cp["macs_per_output"]) == \
+        (s.step_weight_bytes, *s.step_macs)
+    text = f"[compute]\n{profile.compute_toml(cp)}\n"
+    raw = {**RAW, "compute": tomllib.loads(text)["compute"]}
+    tm = device.parse(raw, "m.toml").time_model()
+    assert tm.weight_gbps == pytest.approx(cp["weight_gbps"], rel=1e-3)
+    assert tm.matmul_gmac_s == pytest.approx(cp["matmul_gmac_s"], rel=1e-3)
 
 
 def test_profile_measures_storage_and_compression_quickly(tmp_path):
