@@ -972,6 +972,8 @@ def build_llm(scn: Scenario, pl: Plan, b: TraceBuilder, progress=None) -> None:
         t_free = t + 1
         if progress:
             progress(k + 1)
+    # what kmemsim.timing needs of the process (its MACs per token and per output row)
+    b.meta.setdefault("llama", []).append(first.meta())
 
 
 def _serve(s, b, t, n_past, new, decode, label):

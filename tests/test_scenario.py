@@ -274,6 +274,12 @@ def test_same_file_same_trace_small():
     ph = set(a.meta["phases"])
     assert "request 0 session chat" in ph and "request 1 session chat" in ph
     assert sc.LLM_PID in {x["pid"] for x in a.meta["processes"]}
+    # kmemsim.timing charges the LLM's steps their matmuls (MACs per token row from the session), as
+    # the trace's own clock does; a scenario without them would time its prompts by bytes alone
+    from kmemsim import timing
+    _, occ = timing.split_phases(a)
+    steps = occ[occ["kind"].isin(["prefill", "decode"])]
+    assert len(steps) and (steps["pid"] == sc.LLM_PID).all() and (steps["macs_per_token"] > 0).all()
 
 
 def kv_anon_bytes(tr):
