@@ -55,7 +55,8 @@ class TimeModel:
     multiply-accumulates, one after the other: ns = weight bytes / weight_gbps + MACs / matmul_gmac_s
     (a matmul of n token rows against a weight of P elements: n x P MACs, whatever the weight type).
     On this machine (docs/validation.md) the two measured rates give the three validation models'
-    prefill and decode within ~10%, where a roofline of bytes alone was off up to 3x. A device profile
+    prefill and decode within their own run-to-run spread or up to 20% outside it, where a roofline
+    of bytes alone put llama-1B's prompt at 0.49 s against 1.0-1.3 s. A device profile
     gives them (kmemsim.device.Device.time_model; kmemsim profile measures this machine's); the
     default is the default device's. Loading copies at ns_per_load_byte."""
     weight_gbps: float = 0.0                 # 0: the default device's
@@ -195,6 +196,12 @@ def _macs_per_row(kind: str, t: TensorInfo, hp: dict) -> int:
     if kind == "router" or kind == "w" and (_is_matmul_weight(t) or t.name == "token_embd.weight"):
         return t.n_elements
     return 0
+
+
+def _output_rows_only(kind: str, name, last: str) -> bool:
+    """Nodes that work on the output rows only: after inp_out_ids get_rows (llm_build_*: the last
+    layer, once its attention is done) the last layer's FFN, then the output norm and head."""
+    return kind != "kv" and (name.startswith(last + "ffn") or (kind == "w" and not name.startswith("blk.")))
 
 
 def random_token_ids(rng, n_vocab, n):
@@ -609,16 +616,12 @@ class LlamaSession:
         node_times = []                   # after each graph node this model of the graph emits
         last = f"blk.{hp['n_layer'] - 1}."
         for kind, name in self.order:
-            # token rows a matmul works on: after inp_out_ids get_rows (llm_build_*: the last layer,
-            # once its attention is done) only the output rows are left
-            n_rows = n_out if kind != "kv" and (name.startswith(last + "ffn") or not name.startswith("blk.")) \
-                else n_tok
-            if n_out == 0 and kind != "kv" and (name.startswith(last + "ffn") or
-                                                 (kind == "w" and not name.startswith("blk."))):
-                # no outputs in this ubatch: after inp_out_ids get_rows the last layer's FFN and the
-                # output head work on 0 rows, and ggml_compute_forward skips empty tensors
-                # (ggml-cpu.c: ggml_is_empty)
+            out_only = _output_rows_only(kind, name, last)
+            if n_out == 0 and out_only:
+                # no outputs in this ubatch: the last layer's FFN and the output head work on 0 rows,
+                # and ggml_compute_forward skips empty tensors (ggml-cpu.c: ggml_is_empty)
                 continue
+            n_rows = n_out if out_only else n_tok          # the token rows a matmul works on
             if kind == "embd":
                 tt = self.L.tensor(name)
                 where, base = self.where[name]
@@ -749,7 +752,7 @@ class LlamaSession:
                 if kind == "kv":
                     continue
                 m = _macs_per_row(kind, self.L.tensor(name), self.hp)
-                if name.startswith(last + "ffn") or not name.startswith("blk."):
+                if _output_rows_only(kind, name, last):
                     per_out += m
                 else:
                     per_tok += m
@@ -787,7 +790,7 @@ class LlamaSession:
         """Another llama_context on this loaded model (llama_init_from_model): a session of its own
         with its own KV cache, compute and output buffers, sharing the model's mappings. `kw` are
         LlamaSession's arguments (ctx, batch, seqs, ...)."""
-        s = LlamaSession(self.L, self.b, pid=self.pid, **kw)
+        s = LlamaSession(self.L, self.b, pid=self.pid, **{"time_model": self.tm, **kw})
         s._plan_buffers()
         for a in ("fid", "m_file", "m_repack", "m_cpu", "m_read"):
             setattr(s, a, getattr(self, a, -1))
