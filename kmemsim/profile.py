@@ -342,7 +342,7 @@ RECLAIM_ANON = textwrap.dedent("""
 
 def _reclaim_run(script, args, d, limit, zram):
     """Run script under the recorder in a cgroup of `limit` bytes; returns (memcg reclaim seconds,
-    file folios dropped (mm_filemap_delete_from_page_cache records), pages swapped out)."""
+    file folios dropped (mm_filemap_delete_from_page_cache records), their pages, pages swapped out)."""
     import pandas as pd
     from .recorder import run_command
     path = os.path.join(d, "child.py")
@@ -353,8 +353,11 @@ def _reclaim_run(script, args, d, limit, zram):
     if rc != 0:
         raise InputError(f"kmemsim profile: the reclaim benchmark's child failed (exit {rc}); see {out}")
     s = json.loads(Path(out, "summary.json").read_text())
-    f = pd.read_parquet(os.path.join(out, "raw", "filemap.parquet"), columns=["kind"])
-    return s["reclaim"]["memcg_reclaim_ns"] * 1e-9, int((f["kind"] != "add").sum()), int(s["swap_out_pages"])
+    f = pd.read_parquet(os.path.join(out, "raw", "filemap.parquet"), columns=["kind", "order"])
+    # the filemap records are adds, deletes and mm_filemap_fault: only a delete is a folio dropped
+    de = f[f["kind"] == "delete"]
+    return (s["reclaim"]["memcg_reclaim_ns"] * 1e-9, len(de),
+            int(np.left_shift(1, de["order"].to_numpy(np.int64)).sum()), int(s["swap_out_pages"]))
 
 
 def reclaim(dir=None, progress=None) -> dict | None:
@@ -375,15 +378,15 @@ def reclaim(dir=None, progress=None) -> dict | None:
             for i in range(4 * (limit >> 20)):
                 f.write(chunk[i % 4096:] + chunk[:i % 4096])
         os.makedirs(os.path.join(d, "f"))
-        sec, folios, _ = _reclaim_run(RECLAIM_FILE, [path], os.path.join(d, "f"), limit, None)
+        sec, folios, pages, _ = _reclaim_run(RECLAIM_FILE, [path], os.path.join(d, "f"), limit, None)
         file_us = sec * 1e6 / max(folios, 1)
         src = os.path.join(d, "pages")
         Path(src).write_bytes(sample_pages(2048))
         os.makedirs(os.path.join(d, "a"))
-        sec2, folios2, swapped = _reclaim_run(RECLAIM_ANON, [src, 3 * limit], os.path.join(d, "a"), limit,
+        sec2, folios2, _, swapped = _reclaim_run(RECLAIM_ANON, [src, 3 * limit], os.path.join(d, "a"), limit,
                                               "lz4:1G")
         swap_us = max(0.0, sec2 * 1e6 - folios2 * file_us) / max(swapped, 1)
-    r = {"file_folio_us": file_us, "swap_page_us": swap_us, "file_folios": folios, "file_s": sec,
+    r = {"file_folio_us": file_us, "swap_page_us": swap_us, "file_folios": folios, "file_pages": pages, "file_s": sec,
          "swapped_pages": swapped, "anon_s": sec2, "limit": limit}
     if progress:
         progress(f"reclaim: {file_us:.1f} us per file folio dropped ({folios} folios), {swap_us:.1f} us per "
@@ -458,7 +461,7 @@ def to_toml(m: dict) -> str:
     rc = m.get("reclaim")
     if rc:
         rc_txt = (f"# measured: memcg reclaim time (mm_vmscan_memcg_reclaim_begin/end) in a {rc['limit'] >> 20} MiB "
-                  f"cgroup: {rc['file_s']:.2f} s for {rc['file_folios']} file folios dropped\n"
+                  f"cgroup: {rc['file_s']:.2f} s for {rc['file_folios']} file folios ({rc.get('file_pages', 0)} pages) dropped\n"
                   f"# (a mapped file scanned, no swap), {rc['anon_s']:.2f} s for {rc['swapped_pages']} pages "
                   f"swapped out (anonymous, lz4 zram)\n"
                   f"file_folio_us = {rc['file_folio_us']:.2f}\nswap_page_us = {rc['swap_page_us']:.2f}\n"

@@ -213,6 +213,11 @@ def test_profile_measures_what_reclaim_costs(tmp_path):
         pytest.skip("live test: needs root (runs in CI)")
     r = profile.reclaim(str(tmp_path))
     assert r["file_folios"] > 0 and r["file_folio_us"] > 0
+    # two passes over a file four times the cgroup: reclaim drops at least all but a cgroup's worth
+    # of each pass (the pages of mm_filemap_delete_from_page_cache records), in folios of 1 << order
+    # pages (an mm_filemap_fault record is no folio dropped)
+    assert r["file_pages"] >= 2 * 3 * r["limit"] // 4096
+    assert r["file_folios"] <= r["file_pages"]
     assert r["swapped_pages"] >= 2 * r["limit"] // 4096 and r["swap_page_us"] > 0
     m = {"storage": profile.storage(str(tmp_path), file_mb=8, seconds_per_size=0.02),
          "zram": {"lz4": profile.zram_python("lz4", profile.sample_pages(64))}, "compute": None, "reclaim": r}
