@@ -292,7 +292,8 @@ def _times(r, occ, cfg, prompt, batch, ubatch, prof) -> dict:
     reqs = {q: int(prompt) for q in set(occ["request"]) if q}
     toks, outs = timing.step_rows(occ, reqs, batch, ubatch, 1)
     algo = (cfg.zram or "lz4:").split(":")[0] or "lz4"
-    pt = timing.phase_times(r.per_phase, occ, prof, algo, toks, outs)
+    # the replay timed its reads with this profile (Config costs): its own waits are the read stall
+    pt = timing.phase_times(r.per_phase, occ, prof, algo, toks, outs, read_waits=True)
     m = timing.metrics(pt)
     f = lambda v: None if v is None or v != v else float(v)
     return {"ttft_s": f(m.get("ttft_s")), "tpot_s": f(m.get("tpot_s"))}

@@ -6,6 +6,9 @@ kmemsim.device.Device. The two stay apart: nothing here changes what the emulato
 Stall time of a phase (what the waiting task pays; kswapd's work is not charged to anyone):
 
     stall_read_ios x latency(S) + stall_read_pages x 4096 / bandwidth(S)      S = pages/ios x 4096
+        (or, for a replay that timed its reads with the same profile (Device.task_costs, as
+        kmemsim.predict runs it), io_wait_ns: what its clock waited for reads, a bio queued behind
+        others and a folio still under async readahead included, which the formula cannot see)
   + (stall_swapin_pages - zram_same_reads) x 4096 / zram decompress speed
   + (zram_same_reads + swpin_zero) x zero_page_us    (a zero page from zram or the swap zeromap:
                                                       a fault and a clear)
@@ -198,12 +201,17 @@ def weight_read_bytes(tr: Trace, n_phases: int) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------
 # Seconds
 
-def stall_seconds(counts: pd.DataFrame, device, zram_algo: str) -> pd.DataFrame:
-    """Per row of counts (columns named as the core's counters): the stall seconds by cause."""
+def stall_seconds(counts: pd.DataFrame, device, zram_algo: str, read_waits: bool = False) -> pd.DataFrame:
+    """Per row of counts (columns named as the core's counters): the stall seconds by cause.
+    read_waits: the replay timed its reads (Config costs from device.task_costs): its own waits
+    (io_wait_ns) are the read stall."""
     g = lambda k: counts[k].to_numpy(dtype=float) if k in counts else np.zeros(len(counts))
-    ios, pages = g("stall_read_ios"), g("stall_read_pages")
-    io_bytes = np.where(ios > 0, pages * PAGE_SIZE / np.maximum(ios, 1), PAGE_SIZE)
-    read = ios * device.read_latency_s(io_bytes) + pages * PAGE_SIZE / device.read_bandwidth(io_bytes)
+    if read_waits:
+        read = g("io_wait_ns") * 1e-9
+    else:
+        ios, pages = g("stall_read_ios"), g("stall_read_pages")
+        io_bytes = np.where(ios > 0, pages * PAGE_SIZE / np.maximum(ios, 1), PAGE_SIZE)
+        read = ios * device.read_latency_s(io_bytes) + pages * PAGE_SIZE / device.read_bandwidth(io_bytes)
     us = device.task_costs(zram_algo)
     same = np.minimum(g("zram_same_reads"), g("stall_swapin_pages"))
     swapin = ((g("stall_swapin_pages") - same) * us["swapin_us"] + (same + g("swpin_zero")) * us["zero_page_us"]) * 1e-6
@@ -223,13 +231,15 @@ def compute_seconds(weight_bytes, tokens, outputs, macs_per_token, macs_per_outp
 
 
 def phase_times(per_phase: pd.DataFrame, occ: pd.DataFrame, device, zram_algo: str,
-                tokens: np.ndarray | None = None, outputs: np.ndarray | None = None) -> pd.DataFrame:
+                tokens: np.ndarray | None = None, outputs: np.ndarray | None = None,
+                read_waits: bool = False) -> pd.DataFrame:
     """occ (from split_phases) + the per-occurrence counters of a replay -> seconds per occurrence.
     tokens, outputs: tokens and output rows of each occurrence's llama_decode step (step_rows);
-    None: 1 token per prefill/decode phase, an output per decode token."""
+    None: 1 token per prefill/decode phase, an output per decode token. read_waits: as in
+    stall_seconds."""
     counts = per_phase.reset_index(drop=True).iloc[:len(occ)]
     counts.index = occ.index
-    st = stall_seconds(counts, device, zram_algo)
+    st = stall_seconds(counts, device, zram_algo, read_waits)
     if tokens is None:
         tokens = occ["kind"].isin(["prefill", "decode"]).to_numpy(int)
     out = occ.copy()
@@ -242,7 +252,7 @@ def phase_times(per_phase: pd.DataFrame, occ: pd.DataFrame, device, zram_algo: s
                                        occ["macs_per_output"] if "macs_per_output" in occ else 0, device)
     for k in st:
         out[k] = st[k].to_numpy()
-    for k in STALL_COUNTERS + ["pgmajfault", "pgpgin", "pswpin"]:
+    for k in STALL_COUNTERS + ["io_wait_ns", "pgmajfault", "pgpgin", "pswpin"]:
         if k in counts:
             out[k] = counts[k].to_numpy()
     out["time_s"] = out["compute_s"] + out["stall_s"]

@@ -45,6 +45,19 @@ def test_stall_seconds_from_hand_made_counts():
     assert s["stall_s"].tolist() == pytest.approx([1.1e-3, 232e-6, 1.5e-3, 2e-3, 0], abs=1e-12)
 
 
+def test_a_replay_that_timed_its_reads_is_charged_its_own_waits():
+    # kmemsim.predict replays with the profile's read latency and bandwidth (c_ext/bio.c): a task
+    # then waits for its folio's bio, queued behind the bios submitted before it, or for a folio
+    # still under async readahead; io_wait_ns is what its clock waited. That is the read stall, not
+    # the formula's one latency and transfer per synchronous read, which cannot see either wait.
+    d = hand()
+    counts = pd.DataFrame([dict(stall_read_ios=10, stall_read_pages=10, io_wait_ns=7_000_000),
+                           dict(stall_read_ios=0, stall_read_pages=0, io_wait_ns=2_500_000)])
+    assert timing.stall_seconds(counts, d, "lz4")["read_s"].tolist() == pytest.approx([1.1e-3, 0.0])
+    own = timing.stall_seconds(counts, d, "lz4", read_waits=True)
+    assert own["read_s"].tolist() == pytest.approx([7e-3, 2.5e-3])
+
+
 def test_measured_reclaim_costs_per_folio_and_per_swapped_page():
     # A profile with kmemsim profile's reclaim measurement charges the reclaimer per file folio it
     # drops and per page it swaps out (compression included) instead of the compress speed alone.
