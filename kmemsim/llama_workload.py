@@ -204,6 +204,22 @@ def _output_rows_only(kind: str, name, last: str) -> bool:
     return kind != "kv" and (name.startswith(last + "ffn") or (kind == "w" and not name.startswith("blk.")))
 
 
+def split_prompt(new: int, batch: int, ubatch: int, seqs: int):
+    """The prefill ubatches of `new` prompt tokens, as llama_batch_allocr / split_simple cut them:
+    per sequence, n_batch chunks cut into n_ubatch pieces. Yields (sequence, first token's position,
+    tokens, output rows): the last ubatch of a sequence outputs its last token's logits."""
+    for s in range(max(1, int(seqs))):
+        pos = 0
+        while pos < new:
+            nb = min(batch, new - pos)
+            b = pos
+            while b < pos + nb:
+                nu = min(ubatch, pos + nb - b)
+                yield s, b, nu, int(b + nu == new)
+                b += nu
+            pos += nb
+
+
 def random_token_ids(rng, n_vocab, n):
     """n token ids drawn uniformly above the 259 byte and special tokens (from 0 in a vocabulary that
     small): a prompt nobody wrote, or a greedy decode whose ids depend on the weights."""
@@ -810,20 +826,8 @@ class LlamaSession:
         tokens = np.asarray(tokens, np.int64)
         if len(tokens) < new + decode:
             raise InputError(f"{len(tokens)} token ids given, need prompt + decode = {new + decode}")
-        k = 0
-        for s in range(self.seqs):
-            pos = 0
-            while pos < new:
-                nb = min(self.batch, new - pos)
-                bpos = pos
-                while bpos < pos + nb:
-                    nu = min(self.ubatch, pos + nb - bpos)
-                    last = bpos + nu == new
-                    t = self._ubatch(t, f"prefill ubatch {k}", tokens[bpos:bpos + nu], n_past + bpos, [s],
-                                     1 if last else 0)
-                    bpos += nu
-                    k += 1
-                pos += nb
+        for k, (s, bpos, nu, n_out) in enumerate(split_prompt(new, self.batch, self.ubatch, self.seqs)):
+            t = self._ubatch(t, f"prefill ubatch {k}", tokens[bpos:bpos + nu], n_past + bpos, [s], n_out)
         streams = list(range(self.seqs))
         for j in range(decode):
             t = self._ubatch(t, f"decode token {j}", tokens[new + j:new + j + 1], n_past + new + j,

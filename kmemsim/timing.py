@@ -39,6 +39,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .llama_workload import split_prompt
 from .trace import CLASS_SHIFT, PAGE_SIZE, MapFlag, Op, PageClass, Trace
 
 STALL_COUNTERS = ["stall_read_ios", "stall_read_pages", "stall_swapin_pages", "zram_same_reads", "swpin_zero",
@@ -286,31 +287,14 @@ def metrics(pt: pd.DataFrame) -> dict:
     }
 
 
-def ubatches(new: int, batch: int, ubatch: int, seqs: int) -> list[tuple[int, int]]:
-    """(tokens, output rows) of each prefill ubatch for `new` prompt tokens (as kmemsim.scenario._serve
-    and llama_workload split them: per sequence, n_batch chunks cut into n_ubatch pieces; the last
-    ubatch of a sequence outputs its last token's logits)."""
-    out = []
-    for _ in range(max(1, int(seqs))):
-        pos = 0
-        while pos < new:
-            nb = min(batch, new - pos)
-            b = pos
-            while b < pos + nb:
-                nu = min(ubatch, pos + nb - b)
-                out.append((nu, int(b + nu == new)))
-                b += nu
-            pos += nb
-    return out
-
-
 def step_rows(occ: pd.DataFrame, prompts: dict, batch: int, ubatch: int, seqs: int) -> tuple[np.ndarray, np.ndarray]:
     """Tokens and output rows per occurrence: prompts maps a request label (e.g. "request 3 session
-    chat") to its new prompt tokens; decode steps get `seqs` tokens, each an output."""
+    chat") to its new prompt tokens, cut into ubatches as the generator cuts them (split_prompt);
+    decode steps get `seqs` tokens, each an output."""
     tok = np.zeros(len(occ), np.int64)
     outs = np.zeros(len(occ), np.int64)
     kinds, reqs, ubs = occ["kind"].to_numpy(), occ["request"].to_numpy(), occ["ubatch"].to_numpy()
-    sizes = {r: ubatches(n, batch, ubatch, seqs) for r, n in prompts.items()}
+    sizes = {r: [(n, o) for _, _, n, o in split_prompt(new, batch, ubatch, seqs)] for r, new in prompts.items()}
     for i in np.flatnonzero(kinds == "prefill"):
         s = sizes.get(reqs[i])
         tok[i], outs[i] = s[ubs[i]] if s is not None and 0 <= ubs[i] < len(s) else (1, 0)

@@ -94,8 +94,10 @@ def test_compute_streams_the_weights_then_does_the_matmuls():
 def test_step_rows_give_the_last_ubatch_of_each_sequence_its_output():
     # llama_batch_allocr / split_simple: n_batch chunks cut into n_ubatch pieces, per sequence; the
     # prompt's last token of each sequence asks for logits (llama-cpp-python eval: logits[-1])
-    assert timing.ubatches(300, 256, 128, 1) == [(128, 0), (128, 0), (44, 1)]
-    assert timing.ubatches(100, 512, 512, 2) == [(100, 1), (100, 1)]
+    from kmemsim.llama_workload import split_prompt
+    rows = lambda *a: [(n, o) for _, _, n, o in split_prompt(*a)]
+    assert rows(300, 256, 128, 1) == [(128, 0), (128, 0), (44, 1)]
+    assert rows(100, 512, 512, 2) == [(100, 1), (100, 1)]
 
 
 def test_phase_times_and_metrics_on_a_hand_made_request():
