@@ -326,23 +326,37 @@ int64_t handle_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int 
 }
 
 /* zap_pte_range(): unmap pages. Anonymous pages and their swap slots are freed when free_anon;
- * file pages stay cached, and a young PTE marks the folio accessed on the way out. */
+ * file pages stay cached, and a young mapping marks the folio accessed on the way out, once per
+ * batch: zap_present_ptes() clears a run of present PTEs of one folio within one page table at once
+ * (folio_pte_batch(), their young bits merged) and zap_present_folio_ptes() calls
+ * folio_mark_accessed() once for the run; a PMD-mapped folio is one entry (zap_huge_pmd()). Marking
+ * every page instead would activate every large folio a process unmaps. */
 void zap_page_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int free_anon)
 {
     struct vma *v = &e->vmas[vi];
+    int recency = !(v->flags & (VM_SEQ_READ | VM_RAND_READ));      /* vma_has_recency() */
+    folio_id batch = -1;                                             /* the file folio of this run */
+    int batch_young = 0;
     for (int64_t p = page; p < page + n; p++) {
         uint8_t pte = v->pte[p];
+        folio_id f = -1;
+        if ((pte & PTE_PRESENT) && !(pte & (PTE_ZERO | PTE_ANON)))
+            f = e->objs[v->obj].folio[v->pgoff + p];
+        if (batch >= 0 && (f != batch || !(p & ((1 << PMD_ORDER) - 1)))) {    /* the run ends */
+            if (batch_young && recency) folio_mark_accessed(e, batch);
+            batch = -1;
+        }
+        if (f >= 0 && batch < 0) { batch = f; batch_young = 0; }
         if (pte & PTE_PRESENT) {
             v->pte[p] = 0;
             if (pte & PTE_ZERO) continue;
             e->tasks[v->task].rss--;
             struct object *o = &e->objs[(pte & PTE_ANON) ? v->anon : v->obj];
             int64_t idx = (pte & PTE_ANON) ? p : v->pgoff + p;
-            folio_id f = o->folio[idx];
-            if (f < 0) continue;
-            e->folios[f].mapcount--;
-            if (!(pte & PTE_ANON) && (pte & PTE_YOUNG) && !(v->flags & (VM_SEQ_READ | VM_RAND_READ)))
-                folio_mark_accessed(e, f);
+            folio_id fo = o->folio[idx];
+            if (fo < 0) continue;
+            e->folios[fo].mapcount--;
+            if (fo == batch) batch_young |= pte & PTE_YOUNG;
         }
         if (free_anon && v->anon >= 0) {
             struct object *a = &e->objs[v->anon];
@@ -359,4 +373,5 @@ void zap_page_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int f
             a->shadow[p] = 0;
         }
     }
+    if (batch >= 0 && batch_young && recency) folio_mark_accessed(e, batch);
 }

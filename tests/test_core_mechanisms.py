@@ -549,6 +549,28 @@ def test_populate_marks_pte_mapped_folios_not_pmd_mapped():
     assert state(res, 6144) == R                           # order 9, PMD-mapped: not marked at all
 
 
+def test_munmap_marks_each_folio_once():
+    # zap_pte_range() -> zap_present_ptes(): a run of present PTEs mapping one folio within one page
+    # table is cleared at once (folio_pte_batch(), young bits merged), and zap_present_folio_ptes()
+    # calls folio_mark_accessed() once for the run; a PMD-mapped folio is one entry (zap_huge_pmd()).
+    # So unmapping a young folio leaves it PG_referenced whatever its size; marking each page would
+    # activate every large folio (a second folio_mark_accessed() moves it to the active list). Orders
+    # as above: order 0 at [0, 1024), order 2 at [1024, 2048), order 9 (PMD-mapped) from 5120.
+    # Checked live: a 256 MiB file read once through a mapping and unmapped at exit leaves the
+    # cgroup's file pages all inactive (memory.stat active_file 17 pages of 40,450).
+    n = 8192
+    tr = T(file_pages=n)
+    tr.op(Op.FADVISE, -1, 0, n, Advice.SEQUENTIAL, tr.f)
+    a = tr.mmap(n)
+    tr.read(a, 0, n)
+    tr.op(Op.MUNMAP, a, 0, n)
+    res = tr.run(mem=1 << 30, read_ahead_kb=2048, fault_around_bytes=65536, max_folio_order=9)
+    R, REF = PageState.RESIDENT, PageState.REFERENCED
+    assert res.summary["pgpgin"] == n
+    assert res.summary["nr_active_file"] == 0
+    assert [state(res, p) for p in (0, 1024, 6144)] == [R | REF] * 3
+
+
 def test_llama_load_folio_layout_matches_the_kernel():
     # llama.cpp's load of tiny-f16 (36,488 pages, header in pages [0, 194)), recorded live on 6.18
     # (mm_filemap_add_to_page_cache, before any eviction): gguf_init_from_file() freads the header
