@@ -473,6 +473,22 @@ def test_faulting_folio_survives_its_own_async_readahead():
     assert st[n - 1] & PageState.RESIDENT                            # the last page is mapped now
 
 
+# 8 MiB readahead windows, 64 KiB fault-around, folios up to PMD size
+LARGE_FOLIOS = dict(mem=1 << 30, read_ahead_kb=2048, fault_around_bytes=65536, max_folio_order=9)
+
+
+def read_once_and_unmapped(n):
+    """A file of n pages read once through a SEQUENTIAL-advised mapping, then unmapped: read-around
+    at order 0, then async windows of ra_pages (1024) each two orders up (0, 2, 4, 6, 8, 9): with
+    n = 8192, [5120, 8192) is cached in order-9 folios; everything stays cached."""
+    tr = T(file_pages=n)
+    tr.op(Op.FADVISE, -1, 0, n, Advice.SEQUENTIAL, tr.f)
+    a = tr.mmap(n)
+    tr.read(a, 0, n)
+    tr.op(Op.MUNMAP, a, 0, n)
+    return tr
+
+
 def test_pmd_sized_file_folio_mapped_by_one_fault():
     # filemap_map_pages() -> filemap_map_pmd() -> do_set_pmd(): a cached PMD-sized (order-9) folio
     # whose first page starts the fault-around window (a fault in its first 16 pages) is mapped by
@@ -481,13 +497,7 @@ def test_pmd_sized_file_folio_mapped_by_one_fault():
     # there (a page of it was mapped first by a PTE), the range stays PTE-mapped: 16-page
     # fault-around windows.
     n = 8192
-    tr = T(file_pages=n)
-    tr.op(Op.FADVISE, -1, 0, n, Advice.SEQUENTIAL, tr.f)
-    a = tr.mmap(n)
-    # read-around at order 0, then async windows of ra_pages (1024) each two orders up (0, 2, 4, 6,
-    # 8, 9): [5120, 8192) is cached in order-9 folios; everything stays cached
-    tr.read(a, 0, n)
-    tr.op(Op.MUNMAP, a, 0, n)
+    tr = read_once_and_unmapped(n)
     tr.b.phase(tr.tick(), 1, "pmd")
     b = tr.mmap(n)
     tr.read(b, 6144, 512)                  # [6144, 6656): one order-9 folio, no page table yet
@@ -496,7 +506,7 @@ def test_pmd_sized_file_folio_mapped_by_one_fault():
     tr.read(c, 6144 + 100)                 # a fault whose window starts mid-folio: PTE-mapped, and
                                            # the page table now exists for these 2 MiB
     tr.read(c, 6144, 512)
-    res = tr.run(mem=1 << 30, read_ahead_kb=2048, fault_around_bytes=65536, max_folio_order=9)
+    res = tr.run(**LARGE_FOLIOS)
     pp = res.per_phase
     assert res.summary["pgpgin"] == n                      # nothing evicted, nothing re-read
     assert pp.loc["pmd", "pgfault"] == 1
@@ -541,7 +551,7 @@ def test_populate_marks_pte_mapped_folios_not_pmd_mapped():
     tr = T(file_pages=n)
     tr.op(Op.FADVISE, -1, 0, n, Advice.SEQUENTIAL, tr.f)
     tr.mmap(n, flags=SHARED_RO | MapFlag.POPULATE)
-    res = tr.run(mem=1 << 30, read_ahead_kb=2048, fault_around_bytes=65536, max_folio_order=9)
+    res = tr.run(**LARGE_FOLIOS)
     R, A, REF = PageState.RESIDENT, PageState.ACTIVE, PageState.REFERENCED
     assert res.summary["pgpgin"] == n
     assert state(res, 0) == R | REF                        # order 0: marked once
@@ -559,12 +569,7 @@ def test_munmap_marks_each_folio_once():
     # Checked live: a 256 MiB file read once through a mapping and unmapped at exit leaves the
     # cgroup's file pages all inactive (memory.stat active_file 17 pages of 40,450).
     n = 8192
-    tr = T(file_pages=n)
-    tr.op(Op.FADVISE, -1, 0, n, Advice.SEQUENTIAL, tr.f)
-    a = tr.mmap(n)
-    tr.read(a, 0, n)
-    tr.op(Op.MUNMAP, a, 0, n)
-    res = tr.run(mem=1 << 30, read_ahead_kb=2048, fault_around_bytes=65536, max_folio_order=9)
+    res = read_once_and_unmapped(n).run(**LARGE_FOLIOS)
     R, REF = PageState.RESIDENT, PageState.REFERENCED
     assert res.summary["pgpgin"] == n
     assert res.summary["nr_active_file"] == 0
