@@ -10,7 +10,8 @@ struct vmscan_event {
     u64 kind;           /* 0 shrink_inactive, 1 shrink_active, 2 direct reclaim, 3 memcg reclaim, 4 write_folio */
     u64 a;              /* inactive: nr_scanned; active: nr_taken; reclaim: duration ns; write: pfn */
     u64 b;              /* inactive: nr_reclaimed; active: nr_deactivated; reclaim: nr_reclaimed */
-    u64 c;              /* inactive: nr_dirty; active: nr_referenced; reclaim: order */
+    u64 c;              /* inactive: nr_dirty; active: nr_rotated (the tracepoint's nr_referenced: shrink_active_list()
+                         * passes nr_rotated, the referenced VM_EXEC file folios it keeps active); reclaim: order */
     u64 d;              /* inactive: nr_writeback; active: nr_active; reclaim: gfp_flags */
     u64 e;              /* inactive: nr_activate0 (anon) | nr_activate1 (file) << 32 */
     u64 f;              /* inactive: nr_ref_keep | nr_unmap_fail << 32 (the rest of what is kept

@@ -117,7 +117,7 @@ class Vmscan(Probe):
     page_cnt = 128
     tracepoints = {
         "vmscan:mm_vmscan_lru_shrink_inactive": "shrink_inactive_list: scanned, reclaimed, dirty, activated, kept referenced",
-        "vmscan:mm_vmscan_lru_shrink_active": "shrink_active_list: taken, deactivated, referenced",
+        "vmscan:mm_vmscan_lru_shrink_active": "shrink_active_list: taken, deactivated, rotated (referenced executable file folios kept active)",
         "vmscan:mm_vmscan_direct_reclaim_begin": "start of direct reclaim (global pressure)",
         "vmscan:mm_vmscan_direct_reclaim_end": "its end: duration and pages reclaimed",
         "vmscan:mm_vmscan_memcg_reclaim_begin": "start of memcg reclaim (the limit was hit at charge)",
