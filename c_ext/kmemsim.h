@@ -29,6 +29,9 @@ struct km_config {
      * by the task's own reclaim */
     int64_t swapin_ns, zero_ns, swapout_ns, file_folio_ns, scan_ns;
     int64_t sample_ns;            /* timeline sampling interval in trace time; 0 = phases only */
+    int64_t stats_flush_ns;       /* the memcg statistics reclaim reads (lruvec_page_state()) are
+                                   * rstat-flushed copies, brought up to date this often on the clock
+                                   * reads complete against; 0 = always up to date */
     char policy[32];
     int64_t policy_param;         /* policy-specific strength (e.g. DW rotations) */
 };

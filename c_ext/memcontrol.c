@@ -1,5 +1,6 @@
 /* The memory cgroup (mm/memcontrol.c): charge at allocation, reclaim at the limit. The zram pool is
  * not charged to the cgroup; page cache is. */
+#include <string.h>
 #include "mm.h"
 
 int64_t mem_cgroup_get_nr_swap_pages(const struct km_emu *e)
@@ -63,4 +64,26 @@ void obj_cgroup_charge(struct km_emu *e, int64_t bytes)
     int64_t before = (e->kmem_obj_bytes + PAGE_SIZE - 1) / PAGE_SIZE;
     e->kmem_obj_bytes += bytes;
     memcg_kmem_charge(e, (e->kmem_obj_bytes + PAGE_SIZE - 1) / PAGE_SIZE - before);
+}
+
+/* lruvec_page_state(): a memcg's statistics are per-cpu deltas folded into its totals by an rstat
+ * flush (mem_cgroup_flush_stats()), and reclaim reads the totals as of the last flush. Flushes come
+ * from flush_memcg_stats_dwork() every FLUSH_TIME (2 s) and from readers of memory.stat, such as a
+ * recorder sampling it; reclaim's own mem_cgroup_flush_stats_ratelimited() flushes only when the
+ * periodic one is a full cycle late. So inactive_is_low(), prepare_scan_control()'s refault check
+ * and workingset_test_recent()'s workingset size see the lists as they were up to one interval
+ * (cfg.stats_flush_ns) ago; 0 reads them as they are. */
+int64_t lruvec_page_state(struct km_emu *e, int item)
+{
+    int64_t now_[NR_MEMCG_STATS];
+    for (int l = 0; l < NR_LRU_LISTS; l++) now_[l] = e->lru[l].nr_pages;
+    now_[WORKINGSET_ACTIVATE_BASE] = (int64_t)e->vm[VM_workingset_activate_anon];
+    now_[WORKINGSET_ACTIVATE_BASE + 1] = (int64_t)e->vm[VM_workingset_activate_file];
+    if (e->cfg.stats_flush_ns <= 0) return now_[item];
+    int64_t t = io_clock(e);
+    if (t >= e->stat_next_flush) {                       /* a flush since the last read */
+        memcpy(e->stat, now_, sizeof now_);
+        e->stat_next_flush = (t / e->cfg.stats_flush_ns + 1) * e->cfg.stats_flush_ns;
+    }
+    return e->stat[item];
 }

@@ -31,6 +31,9 @@ enum { ADV_NORMAL = 0, ADV_RANDOM = 1, ADV_SEQUENTIAL = 2, ADV_WILLNEED = 3, ADV
 
 enum lru_list { LRU_INACTIVE_ANON, LRU_ACTIVE_ANON, LRU_INACTIVE_FILE, LRU_ACTIVE_FILE,
                 LRU_UNEVICTABLE, NR_LRU_LISTS, NO_LRU = 255 };
+/* the memcg statistics reclaim decides by (lruvec_page_state()): the LRU sizes, then the refault
+ * activations, anon and file (WORKINGSET_ACTIVATE_BASE + file) */
+enum { WORKINGSET_ACTIVATE_BASE = NR_LRU_LISTS, NR_MEMCG_STATS = NR_LRU_LISTS + 2 };
 #define LRU_ACTIVE 1
 #define LRU_FILE 2
 
@@ -234,6 +237,8 @@ struct km_emu {
     int64_t anon_cost, file_cost;
     uint64_t nonresident_age;
     uint64_t refaults_snap[2];                 /* lruvec->refaults[WORKINGSET_ANON/FILE] */
+    int64_t stat[NR_MEMCG_STATS];              /* the memcg's flushed statistics (memcontrol.c) */
+    int64_t stat_next_flush;
     int may_deactivate;
 
     /* memory */
@@ -445,6 +450,7 @@ static inline int vma_populate_write(const struct vma *v)
 /* bio.c */
 static inline int64_t io_clock(const struct km_emu *e) { return e->now + e->io_delay; }
 /* the task spends ns of its own time (reclaim, decompression): the clock moves on */
+int64_t lruvec_page_state(struct km_emu *e, int item);
 static inline void task_time(struct km_emu *e, int64_t ns) { e->io_delay += ns; }
 void bio_add_folio(struct km_emu *e, folio_id f);
 void submit_read(struct km_emu *e);

@@ -12,8 +12,8 @@ static int64_t int_sqrt(int64_t x) { int64_t r = 0; while ((r + 1) * (r + 1) <= 
 /* inactive_is_low(): the inactive list is too small for the total (the ratio table in vmscan.c). */
 int inactive_is_low(struct km_emu *e, int inactive_lru)
 {
-    int64_t inactive = e->lru[inactive_lru].nr_pages;
-    int64_t active = e->lru[inactive_lru + LRU_ACTIVE].nr_pages;
+    int64_t inactive = lruvec_page_state(e, inactive_lru);
+    int64_t active = lruvec_page_state(e, inactive_lru + LRU_ACTIVE);
     int64_t gb = (inactive + active) >> (30 - 12);
     int64_t ratio = gb ? int_sqrt(10 * gb) : 1;
     return inactive * ratio < active;
@@ -419,11 +419,11 @@ static void shrink_node(struct km_emu *e, struct scan_control *sc)
     sc->anon_cost = e->anon_cost;
     sc->file_cost = e->file_cost;
     /* refaults since the last cycle mean a new workingset: deactivate stale active pages */
-    uint64_t ra = e->vm[VM_workingset_activate_anon], rf = e->vm[VM_workingset_activate_file];
+    uint64_t ra = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE), rf = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE + 1);
     sc->may_deactivate = 0;
     if (ra != e->refaults_snap[0] || inactive_is_low(e, LRU_INACTIVE_ANON)) sc->may_deactivate |= DEACTIVATE_ANON;
     if (rf != e->refaults_snap[1] || inactive_is_low(e, LRU_INACTIVE_FILE)) sc->may_deactivate |= DEACTIVATE_FILE;
-    int64_t file = e->lru[LRU_INACTIVE_FILE].nr_pages;
+    int64_t file = lruvec_page_state(e, LRU_INACTIVE_FILE);
     sc->cache_trim_mode = (file >> sc->priority) && !(sc->may_deactivate & DEACTIVATE_FILE);
     sc->file_is_tiny = 0;
     if (sc->who != RECLAIM_MEMCG && e->total_pages) {
@@ -452,8 +452,8 @@ static void shrink_node_policy(struct km_emu *e, struct scan_control *sc)
 /* snapshot_refaults() */
 static void snapshot_refaults(struct km_emu *e)
 {
-    e->refaults_snap[0] = e->vm[VM_workingset_activate_anon];
-    e->refaults_snap[1] = e->vm[VM_workingset_activate_file];
+    e->refaults_snap[0] = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE);
+    e->refaults_snap[1] = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE + 1);
 }
 
 /* do_try_to_free_pages(): raise the priority until enough is reclaimed. Direct reclaim

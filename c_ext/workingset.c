@@ -21,11 +21,11 @@ static int workingset_test_recent(struct km_emu *e, uint64_t shadow, int file)
 {
     uint64_t eviction = shadow & ~(SHADOW_PRESENT | SHADOW_WORKINGSET);
     uint64_t refault_distance = e->nonresident_age - eviction;
-    int64_t workingset_size = e->lru[LRU_ACTIVE_FILE].nr_pages;
-    if (!file) workingset_size += e->lru[LRU_INACTIVE_FILE].nr_pages;
+    int64_t workingset_size = lruvec_page_state(e, LRU_ACTIVE_FILE);
+    if (!file) workingset_size += lruvec_page_state(e, LRU_INACTIVE_FILE);
     if (mem_cgroup_get_nr_swap_pages(e) > 0) {
-        workingset_size += e->lru[LRU_ACTIVE_ANON].nr_pages;
-        if (file) workingset_size += e->lru[LRU_INACTIVE_ANON].nr_pages;
+        workingset_size += lruvec_page_state(e, LRU_ACTIVE_ANON);
+        if (file) workingset_size += lruvec_page_state(e, LRU_INACTIVE_ANON);
     }
     return refault_distance <= (uint64_t)workingset_size;
 }

@@ -19,8 +19,11 @@ import click
 @click.option("--zram", default="lz4:4G", show_default=True, help="ALGO:SIZE")
 @click.option("--swappiness", type=int, default=60, show_default=True)
 @click.option("--policy", default="stock", show_default=True)
+@click.option("--stats-flush-ms", type=float, default=0.0, show_default=True,
+              help="memcg statistics reclaim reads are this old (the recorder's sampling: 10; 0: current)")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def predict(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram, swappiness, policy, as_json):
+def predict(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram, swappiness, policy,
+            stats_flush_ms, as_json):
     """Predict storage reads, evictions, faults, swap and peak memory of a llama.cpp run."""
     from . import predict as P
     from . import validate as V
@@ -30,7 +33,8 @@ def predict(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram,
     lims = V.parse_limits(mem_limit, V.model_size(model))
     if len(lims) != 1:
         raise InputError("--mem-limit: give one limit")
-    out = P.predict(model, prompt, decode, ctx, lims[0][1], batch, ubatch, threads, zram, swappiness, policy)
+    out = P.predict(model, prompt, decode, ctx, lims[0][1], batch, ubatch, threads, zram, swappiness, policy,
+                    stats_flush_ms=stats_flush_ms)
     if as_json:
         click.echo(json.dumps(out, indent=1, default=str))
         return

@@ -4,6 +4,7 @@ import sys
 import click
 
 from . import recorder
+from .samplers import INTERVAL_S
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -11,7 +12,8 @@ from . import recorder
 @click.option("--zram", metavar="ALGO:SIZE", help="zram swap for the run, e.g. lz4:1G (refused if swap is on)")
 @click.option("--swappiness", type=int, help="vm swappiness for the run's cgroup (0..200)")
 @click.option("--drop-caches", is_flag=True, help="sync and drop the page cache before starting")
-@click.option("--interval", default=0.01, show_default=True, type=float, help="sampling period, seconds")
+@click.option("--interval", default=INTERVAL_S, show_default=True, type=float,
+              help="sampling period, seconds (each memory.stat read flushes the memcg's statistics)")
 @click.option("--smaps-interval", default=5.0, show_default=True, type=float,
               help="smaps_rollup period, seconds (it walks page tables; 0: never)")
 @click.option("-o", "--out", "out", required=True, metavar="RUNDIR", help="run directory to create")
@@ -28,7 +30,8 @@ def run(mem_limit, zram, swappiness, drop_caches, interval, smaps_interval, out,
 @click.command()
 @click.option("--pid", required=True, type=int, help="process to attach to (its children are followed)")
 @click.option("--duration", type=float, help="seconds to record (default: until it exits or Ctrl-C)")
-@click.option("--interval", default=0.01, show_default=True, type=float, help="sampling period, seconds")
+@click.option("--interval", default=INTERVAL_S, show_default=True, type=float,
+              help="sampling period, seconds (each memory.stat read flushes the memcg's statistics)")
 @click.option("--smaps-interval", default=5.0, show_default=True, type=float,
               help="smaps_rollup period, seconds (it walks page tables; 0: never)")
 @click.option("-o", "--out", "out", required=True, metavar="RUNDIR", help="run directory to create")

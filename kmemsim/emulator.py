@@ -83,6 +83,10 @@ class Config:
     file_folio_us: float = 0.0
     scan_us: float = 0.0
     sample_ms: float = 10.0
+    # the memcg statistics reclaim decides by are flushed this often (ms, on the clock reads complete
+    # against): the kernel's own flush runs every 2,000 ms and a memory.stat reader adds its own,
+    # as kmemsim's recorder does every 10 ms; 0 reads them as they are (c_ext/memcontrol.c)
+    stats_flush_ms: float = 0.0
 
     def to_c(self, ffi):
         if self.policy not in known_policies():
@@ -132,6 +136,9 @@ class Config:
         c.io_ns_per_page = int(round(PAGE_SIZE / self.io_read_gbps)) if self.io_read_gbps else 0
         c.nr_threads = int(self.threads)
         c.sample_ns = int(self.sample_ms * 1e6)
+        if self.stats_flush_ms < 0:
+            raise InputError(f"stats_flush_ms {self.stats_flush_ms} is negative")
+        c.stats_flush_ns = int(round(self.stats_flush_ms * 1e6))
         c.policy = self.policy.encode()
         c.policy_param = int(self.policy_param)
         return c

@@ -199,8 +199,11 @@ def _alive_maps(b, pid, first):
 
 
 def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, threads=2, zram="lz4:4G",
-            swappiness=60, policy="stock", engine=None, probe=None, warm=None, keep_result=False) -> dict:
-    """Predicted metrics of the reference run (keys as in METRICS) plus the configuration."""
+            swappiness=60, policy="stock", engine=None, probe=None, warm=None, keep_result=False,
+            stats_flush_ms=0.0) -> dict:
+    """Predicted metrics of the reference run (keys as in METRICS) plus the configuration.
+    stats_flush_ms: how stale the memcg statistics reclaim reads are (Config.stats_flush_ms; the
+    recorder's sampling keeps them 10 ms old in the reference run; 0: read as they are)."""
     from . import validate as V
     if not os.path.isfile(model):
         raise InputError(f"model {model!r}: no such file")
@@ -226,7 +229,8 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
                               prof.time_model() if prof is not None else None)
     notes += n
     cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0,
-                 threads=int(threads), **(prof.task_costs(zram) if prof is not None else {}))
+                 threads=int(threads), stats_flush_ms=float(stats_flush_ms),
+                 **(prof.task_costs(zram) if prof is not None else {}))
     # one replay of the phase-split copy (kmemsim.timing.split_phases only inserts PHASE marks, so
     # the counts are those of the trace itself) gives both the metrics and the per-phase counts
     # the time model needs
@@ -259,7 +263,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     out["config"] = {"model": os.path.abspath(model), "model_bytes": os.path.getsize(model), "prompt": int(prompt),
                      "decode": int(decode), "ctx": int(ctx), "batch": int(batch), "ubatch": int(ubatch),
                      "threads": int(threads), "mem_limit_bytes": int(limit), "zram": zram,
-                     "swappiness": int(swappiness), "policy": policy,
+                     "swappiness": int(swappiness), "policy": policy, "stats_flush_ms": float(stats_flush_ms),
                      "engine_file_bytes": (engine or {}).get("file_bytes"),
                      "engine_anon_bytes": probe.get("anon_bytes"),
                      "llama_buffers": probe.get("buffers"),

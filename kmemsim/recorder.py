@@ -16,7 +16,7 @@ from . import rundir
 from .cgroup import MemCgroup
 from .errors import InputError
 from .probes import Probes, kernel_dev
-from .samplers import Sampler, proc_faults
+from .samplers import INTERVAL_S, Sampler, proc_faults
 from .swap_setup import ZramSwap, active_swaps, parse_zram
 from .units import parse_size
 
@@ -50,7 +50,7 @@ class Recording:
     /proc/PID/maps when mmap/exec events arrived (paths and inodes for the mappings). Perf callbacks
     only append raw records; decoding is vectorised when the recording ends."""
 
-    def __init__(self, interval=0.01, memcg_stat=None, zram_dev=None, smaps_interval=5.0):
+    def __init__(self, interval=INTERVAL_S, memcg_stat=None, zram_dev=None, smaps_interval=5.0):
         self.probes = Probes()
         self.interval, self.memcg_stat, self.zram_dev = interval, memcg_stat, zram_dev
         self.smaps_interval = smaps_interval
@@ -192,7 +192,7 @@ def set_sysctl(stack, name, value):
 
 
 def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_caches=False,
-                interval=0.01, smaps_interval=5.0):
+                interval=INTERVAL_S, smaps_interval=5.0):
     """Run argv in a fresh memory cgroup and record it; returns the command's exit status as a shell
     reports it (128+N when killed by signal N, 130 when the recording was interrupted)."""
     if not argv:
@@ -277,7 +277,7 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
     return 128 - code if code < 0 else code
 
 
-def record_pid(pid, out, duration=None, interval=0.01, smaps_interval=5.0):
+def record_pid(pid, out, duration=None, interval=INTERVAL_S, smaps_interval=5.0):
     """Attach to a running process (and what it forks) and record until it exits, `duration` seconds
     pass, or Ctrl-C. Changes nothing on the machine."""
     require_root()

@@ -125,11 +125,18 @@ class Source:
             self.fd = None
 
 
+# Reading memory.stat flushes the memcg's statistics (mem_cgroup_flush_stats()), which reclaim then
+# decides by (lruvec_page_state()): a run recorded with this period is a kernel whose memcg
+# statistics are at most this old, where the kernel's own flush alone leaves them up to 2 s old
+# (Config.stats_flush_ms; docs/recorder.md).
+INTERVAL_S = 0.01
+
+
 class Sampler:
     """Samples every `interval` s until stop(). `t` is CLOCK_MONOTONIC nanoseconds, the clock
     bpf_ktime_get_ns() uses, so samples and events share one time axis."""
 
-    def __init__(self, interval=0.01, memcg_stat=None, zram_dev=None, pid=None, smaps=True,
+    def __init__(self, interval=INTERVAL_S, memcg_stat=None, zram_dev=None, pid=None, smaps=True,
                  smaps_interval=5.0):
         self.interval = interval
         self.smaps_every = max(1, round(smaps_interval / interval)) if smaps and pid else 0

@@ -452,6 +452,8 @@ def test_unknown_policy_and_bad_config():
         Emulator(Config(mem=0))
     with pytest.raises(InputError, match="no memory size"):
         Emulator(Config())
+    with pytest.raises(InputError, match="stats_flush_ms"):
+        Emulator(Config(mem="1G", stats_flush_ms=-1))
 
 
 def test_faulting_folio_survives_its_own_async_readahead():
@@ -574,6 +576,29 @@ def test_munmap_marks_each_folio_once():
     assert res.summary["pgpgin"] == n
     assert res.summary["nr_active_file"] == 0
     assert [state(res, p) for p in (0, 1024, 6144)] == [R | REF] * 3
+
+
+def test_reclaim_decides_by_the_last_flushed_statistics():
+    # lruvec_page_state() reads a memcg's statistics as of their last rstat flush
+    # (mem_cgroup_flush_stats(): every 2 s, or when memory.stat is read). In a 64-page cgroup, 70
+    # pages read once make the first reclaim, which flushes: 64 inactive, none active. Then 40
+    # pages read twice each are activated (folio_mark_accessed() twice), and 200 new pages stream
+    # through. Read as they are, the lists say the inactive one is low (inactive_is_low()): reclaim
+    # deactivates the 40 (shrink_active_list()) and drops them. Flushed once a second, a trace of a
+    # few microseconds keeps the first flush: no list low, no refault activation since the last
+    # snapshot (prepare_scan_control()), so nothing is deactivated and the 40 stay active.
+    def run(stats_flush_ms):
+        tr = T(file_pages=512)
+        tr.fread(0, 70)
+        for p in range(100, 140):
+            tr.fread(p)
+            tr.fread(p)
+        tr.fread(200, 200)
+        res = tr.run(memcg_limit=64 * 4096, stats_flush_ms=stats_flush_ms)
+        kept = [state(res, p) for p in range(100, 140)]
+        return sum(bool(x & PageState.ACTIVE) for x in kept), res.summary["pgdeactivate"]
+    assert run(0) == (0, 40)
+    assert run(1000) == (40, 0)
 
 
 def test_llama_load_folio_layout_matches_the_kernel():
