@@ -53,8 +53,8 @@ void lru_note_cost(struct km_emu *e, int file, int64_t nr_io, int64_t nr_rotated
 {
     int64_t cost = nr_io * SWAP_CLUSTER_MAX + nr_rotated;
     if (file) e->file_cost += cost; else e->anon_cost += cost;
-    int64_t lrusize = e->lru[LRU_INACTIVE_ANON].nr_pages + e->lru[LRU_ACTIVE_ANON].nr_pages +
-                      e->lru[LRU_INACTIVE_FILE].nr_pages + e->lru[LRU_ACTIVE_FILE].nr_pages;
+    int64_t lrusize = lruvec_page_state(e, LRU_INACTIVE_ANON) + lruvec_page_state(e, LRU_ACTIVE_ANON) +
+                      lruvec_page_state(e, LRU_INACTIVE_FILE) + lruvec_page_state(e, LRU_ACTIVE_FILE);
     if (e->file_cost + e->anon_cost > lrusize / 4) {
         e->file_cost /= 2;
         e->anon_cost /= 2;
