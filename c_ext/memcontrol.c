@@ -1,6 +1,5 @@
 /* The memory cgroup (mm/memcontrol.c): charge at allocation, reclaim at the limit. The zram pool is
  * not charged to the cgroup; page cache is. */
-#include <string.h>
 #include "mm.h"
 
 int64_t mem_cgroup_get_nr_swap_pages(const struct km_emu *e)
@@ -73,16 +72,19 @@ void obj_cgroup_charge(struct km_emu *e, int64_t bytes)
  * periodic one is a full cycle late. So inactive_is_low(), prepare_scan_control()'s refault check
  * and workingset_test_recent()'s workingset size see the lists as they were up to one interval
  * (cfg.stats_flush_ns) ago; 0 reads them as they are. */
+static int64_t memcg_stat_now(const struct km_emu *e, int item)
+{
+    if (item < NR_LRU_LISTS) return e->lru[item].nr_pages;
+    return (int64_t)e->vm[item == WORKINGSET_ACTIVATE_BASE ? VM_workingset_activate_anon
+                                                          : VM_workingset_activate_file];
+}
+
 int64_t lruvec_page_state(struct km_emu *e, int item)
 {
-    int64_t now_[NR_MEMCG_STATS];
-    for (int l = 0; l < NR_LRU_LISTS; l++) now_[l] = e->lru[l].nr_pages;
-    now_[WORKINGSET_ACTIVATE_BASE] = (int64_t)e->vm[VM_workingset_activate_anon];
-    now_[WORKINGSET_ACTIVATE_BASE + 1] = (int64_t)e->vm[VM_workingset_activate_file];
-    if (e->cfg.stats_flush_ns <= 0) return now_[item];
+    if (e->cfg.stats_flush_ns <= 0) return memcg_stat_now(e, item);
     int64_t t = io_clock(e);
     if (t >= e->stat_next_flush) {                       /* a flush since the last read */
-        memcpy(e->stat, now_, sizeof now_);
+        for (int i = 0; i < NR_MEMCG_STATS; i++) e->stat[i] = memcg_stat_now(e, i);
         e->stat_next_flush = (t / e->cfg.stats_flush_ns + 1) * e->cfg.stats_flush_ns;
     }
     return e->stat[item];
