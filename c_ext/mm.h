@@ -327,6 +327,7 @@ void km_hugepage_hint(void *p, size_t bytes);                /* THP for a large 
 
 /* memcontrol.c */
 int mem_cgroup_charge(struct km_emu *e, int64_t nr);
+int64_t lruvec_page_state(struct km_emu *e, int item);
 int mem_cgroup_charge_noretry(struct km_emu *e, int64_t nr);
 void mem_cgroup_uncharge(struct km_emu *e, int64_t nr);
 int64_t mem_cgroup_get_nr_swap_pages(const struct km_emu *e);
@@ -450,7 +451,6 @@ static inline int vma_populate_write(const struct vma *v)
 /* bio.c */
 static inline int64_t io_clock(const struct km_emu *e) { return e->now + e->io_delay; }
 /* the task spends ns of its own time (reclaim, decompression): the clock moves on */
-int64_t lruvec_page_state(struct km_emu *e, int item);
 static inline void task_time(struct km_emu *e, int64_t ns) { e->io_delay += ns; }
 void bio_add_folio(struct km_emu *e, folio_id f);
 void submit_read(struct km_emu *e);

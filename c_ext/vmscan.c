@@ -419,7 +419,8 @@ static void shrink_node(struct km_emu *e, struct scan_control *sc)
     sc->anon_cost = e->anon_cost;
     sc->file_cost = e->file_cost;
     /* refaults since the last cycle mean a new workingset: deactivate stale active pages */
-    uint64_t ra = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE), rf = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE + 1);
+    uint64_t ra = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE);
+    uint64_t rf = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE + 1);
     sc->may_deactivate = 0;
     if (ra != e->refaults_snap[0] || inactive_is_low(e, LRU_INACTIVE_ANON)) sc->may_deactivate |= DEACTIVATE_ANON;
     if (rf != e->refaults_snap[1] || inactive_is_low(e, LRU_INACTIVE_FILE)) sc->may_deactivate |= DEACTIVATE_FILE;
