@@ -59,6 +59,7 @@ class Recording:
         self.maps = {}                  # (pid, start, end, perms, off, dev, ino, path) -> first seen ns
         self._stop = threading.Event()
         self._thread = None
+        self.file_counts = None         # the kernel's per-file totals as the recording ended
         self.t0 = time.monotonic_ns()
         for dev in active_swaps():
             try:
@@ -119,6 +120,10 @@ class Recording:
                 self.snapshot_maps()
         for _ in range(3):              # drain what the kernel already wrote
             self.probes.poll(0)
+        # the totals as of the events just drained: the page cache of a file the run read stays
+        # after the process exits, and whatever drops it later (another cgroup's reclaim, this
+        # machine's DAMON pageout scheme) is not the run's doing
+        self.file_counts = self.probes.file_counts()
         self.snapshot_maps()
 
     def stop(self):

@@ -285,7 +285,7 @@ def summary(rec, tables, status, samples, tstats, cg=None, rusage=None, faults=N
     probes = rec.probes
     paths = inode_paths(rec)
     files, other = {}, []
-    counts = probes.file_counts()
+    counts = dict(rec.file_counts) if rec.file_counts is not None else probes.file_counts()
     for key in paths:               # every mapped file is listed, also those the run never read in
         counts.setdefault(key, (0, 0, 0))
     for (kdev, ino), (added, deleted, ffaults) in sorted(counts.items()):
