@@ -351,9 +351,7 @@ void zap_page_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int f
             v->pte[p] = 0;
             if (pte & PTE_ZERO) continue;
             e->tasks[v->task].rss--;
-            struct object *o = &e->objs[(pte & PTE_ANON) ? v->anon : v->obj];
-            int64_t idx = (pte & PTE_ANON) ? p : v->pgoff + p;
-            folio_id fo = o->folio[idx];
+            folio_id fo = (pte & PTE_ANON) ? e->objs[v->anon].folio[p] : f;     /* f: the file folio */
             if (fo < 0) continue;
             e->folios[fo].mapcount--;
             if (fo == batch) batch_young |= pte & PTE_YOUNG;

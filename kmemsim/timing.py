@@ -249,8 +249,7 @@ def phase_times(per_phase: pd.DataFrame, occ: pd.DataFrame, device, zram_algo: s
         outputs = np.where(occ["kind"].to_numpy() == "decode", out["tokens"], 0)
     out["outputs"] = np.asarray(outputs)
     out["compute_s"] = compute_seconds(out["weight_bytes"], out["tokens"], out["outputs"],
-                                       occ["macs_per_token"] if "macs_per_token" in occ else 0,
-                                       occ["macs_per_output"] if "macs_per_output" in occ else 0, device)
+                                       occ["macs_per_token"], occ["macs_per_output"], device)
     for k in st:
         out[k] = st[k].to_numpy()
     for k in STALL_COUNTERS + ["io_wait_ns", "pgmajfault", "pgpgin", "pswpin"]:
