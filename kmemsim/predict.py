@@ -48,19 +48,24 @@ def _engine(b, t, engine, anon_bytes, start_bytes=None):
             # each library as ld.so brings it in: its own file, mapped and faulted in (one major fault
             # and readahead per file, as after drop_caches), its resident share touched
             share = min(1.0, mapped / lib_pages)
-            rss = engine.get("library_rss", {})
+            rss, own = engine.get("library_rss", {}), engine.get("library_own")
             for name, n in libs:
                 f = b.file(f"<engine library: {name}>", n)
                 # ld.so maps a library's text PROT_EXEC (VM_EXEC: reclaim activates it when referenced)
-                # and its rodata/relro without: two mappings of the file, split as its resident pages are
+                # and its rodata/relro without: two mappings of the file, split as its resident pages
+                # charged to the cgroup are (those another process keeps resident, such as the
+                # recorder's libpython text, the child neither reads nor is charged for)
                 x, o = rss.get(name, (0, 0))
-                nx = round(n * x / (x + o)) if x + o else 0
+                xo, oo = own.get(name, (0, 0)) if own is not None else (x, o)
+                nx = round(n * xo / (xo + oo)) if xo + oo else 0
                 libmaps[name] = {}
-                for kind, off, cnt, fl in (("files", 0, n - nx, 0), ("exec", n - nx, nx, MapFlag.EXEC)):
+                for kind, off, cnt, fl, alone in (("files", 0, n - nx, 0, oo),
+                                                  ("exec", n - nx, nx, MapFlag.EXEC, xo)):
                     if cnt > 0:
                         m = b.mmap(t, PID, f"engine library {name} ({'text' if fl else 'data'})", cnt, file=f,
                                    pgoff=off, flags=MapFlag.SHARED | MapFlag.READ | fl)
-                        b.event(t, PID, Op.READ, m, 0, max(1, int(cnt * share)))
+                        touched = min(cnt, alone) if own is not None else int(cnt * share)
+                        b.event(t, PID, Op.READ, m, 0, max(1, touched))
                         libmaps[name][kind] = (m, cnt)
             rest = fpages - lib_pages
             if rest:                   # .pyc files and other reads: read(2)
@@ -214,7 +219,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
             raise InputError(f"{k} must be positive (got {v})")
     notes = []
     if engine is None:
-        path = os.path.join(V._cache_dir(), "engine-baseline.json")
+        path = os.path.join(V._cache_dir(), V.BASELINE)
         if os.path.exists(path) or os.geteuid() == 0:
             engine = V.engine_baseline()
     if probe is None:

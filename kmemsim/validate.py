@@ -71,6 +71,7 @@ def write():
     with open(out + ".tmp", "w") as f:
         json.dump(res, f)
     os.replace(out + ".tmp", out)
+#MAPPED_FILE_PAGES#
 if mode == "baseline":
     res["status"] = status()
     # per file mapped: resident pages in executable mappings (text) and in the others (rodata, relro)
@@ -84,6 +85,8 @@ if mode == "baseline":
             elif cur and line.startswith("Rss:"):
                 r = res["file_rss"].setdefault(cur[0], [0, 0])
                 r[0 if cur[1] else 1] += int(line.split()[1]) // 4
+    # and of those, the pages this process alone maps: the ones it brought in and is charged for
+    res["file_own"] = {k: v[2:] for k, v in mapped_file_pages().items()}
     write()
     sys.exit(0)
 model, N, M, C, B, U, T = sys.argv[3], *map(int, sys.argv[4:10])
@@ -180,9 +183,37 @@ def buffers_from_log(log: str) -> dict:
     return out
 
 
+def mapped_file_pages(pid="self") -> dict:
+    """Per file a process maps (basename): its resident file pages in executable mappings (text) and
+    in the others (rodata, relro, data), and of each those no other process maps:
+    {name: [text, other, text_alone, other_alone]} (/proc/PID/pagemap: bit 63 present, 61 a file
+    page, 56 mapped exclusively). Those alone are the ones it brought into the page cache itself and
+    is charged for; a page another process maps (the recorder's interpreter maps the same libpython,
+    libc and numpy) was read and charged there, drop_caches leaves it, and reclaim of this process's
+    cgroup never takes it. (After drop_caches the two are the same pages: /proc/kpagecgroup names
+    this cgroup for exactly the exclusive ones, checked for every library of the engine.)"""
+    import struct
+    out = {}
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb", buffering=0) as pm:
+        for line in maps:
+            f = line.split(None, 5)
+            if len(f) < 6 or int(f[4]) == 0:
+                continue
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            pm.seek(lo // 4096 * 8)
+            r = out.setdefault(os.path.basename(f[5].strip()), [0, 0, 0, 0])
+            k = 0 if "x" in f[1] else 1
+            for v in struct.unpack(f"{(hi - lo) // 4096}Q", pm.read((hi - lo) // 4096 * 8)):
+                if v >> 63 and (v >> 61) & 1:
+                    r[k] += 1
+                    r[k + 2] += (v >> 56) & 1
+    return out
+
+
 def reference_child_source() -> str:
-    """The child script's text: CHILD with reference_prompt's source in place."""
-    return CHILD.replace("#REFERENCE_PROMPT#", inspect.getsource(reference_prompt))
+    """The child script's text: CHILD with the sources of reference_prompt and mapped_file_pages."""
+    return (CHILD.replace("#REFERENCE_PROMPT#", inspect.getsource(reference_prompt))
+            .replace("#MAPPED_FILE_PAGES#", inspect.getsource(mapped_file_pages)))
 
 
 def child_script(dirpath) -> str:
@@ -327,20 +358,26 @@ def _atomic_json(path, obj):
     os.replace(tmp, path)
 
 
+BASELINE = "engine-baseline.json"        # beside a live run: the engine measured just before it
+
+
 def engine_baseline(refresh=False) -> dict:
     """The interpreter + llama-cpp-python footprint before any model: the reference child imports
     llama_cpp and stops, under the recorder, page cache dropped first, no limit. Measured once per
     machine (cached in ~/.cache/kmemsim/engine-baseline.json): anon pages (RssAnon), page cache charged
     to the cgroup (memcg cache: the libraries and .pyc files read, readahead included), the part of
     it mapped (memcg mapped_file), and per file mapped (the recorder's filemap records) the pages it
-    added: `libraries`, [name, pages] each."""
-    path = os.path.join(_cache_dir(), "engine-baseline.json")
+    added: `libraries`, [name, pages] each; per library its resident pages and those no other
+    process maps (`library_rss`, `library_own`). What the child reads itself depends on what this
+    process keeps mapped (its own interpreter, the modules it has imported), so `validate` measures
+    it again beside each live run (`refresh`)."""
+    path = os.path.join(_cache_dir(), BASELINE)
     if os.path.exists(path) and not refresh:
         with open(path) as f:
             res = json.load(f)
         # a cache from before the per-library or kernel-memory records is measured again (as root;
         # else kept as is)
-        if ("library_rss" in res and "kmem_bytes" in res) or os.geteuid() != 0:
+        if ("library_own" in res and "kmem_bytes" in res) or os.geteuid() != 0:
             return res
     from .recorder import run_command, require_root
     require_root()
@@ -365,6 +402,9 @@ def engine_baseline(refresh=False) -> dict:
                              if v.get("filemap_faults", 0) > 0 and v.get("pages_added", 0) > 0],
                # per library, its resident pages in executable mappings and in the others
                "library_rss": child.get("file_rss", {}),
+               # and of those, the pages no other process maps: the child's own, charged to its
+               # cgroup (the recorder's interpreter maps the same libpython, libc, libcrypto)
+               "library_own": child.get("file_own"),
                "mapped_file_bytes": int(s["memcg_total_mapped_file"].iloc[i]),
                "anon_bytes": int(child["status"]["RssAnon"]),
                "rss_file_bytes": int(child["status"]["RssFile"]),
@@ -421,7 +461,10 @@ def referenced_pages(pid, skip=()) -> dict:
     """Pages of pid with the referenced bit set, from /proc/PID/smaps (`Referenced`: the PTE's young
     bit or the folio's PG_referenced, which clear_refs clears): anonymous (inode 0: heap, stack,
     private mappings) and per file basename, without the files in `skip` and the kernel's special
-    mappings ([vdso], [vvar])."""
+    mappings ([vdso], [vvar]). A file's count is the part of its referenced pages that pid alone
+    maps, in proportion to its resident pages (mapped_file_pages): the rest another process keeps
+    resident, charged to it, out of reach of the reference run's reclaim (libpython's text, mapped
+    by the recorder's interpreter)."""
     anon, files, execs, cur = 0, {}, {}, None
     with open(f"/proc/{pid}/smaps") as f:
         for line in f:
@@ -437,7 +480,13 @@ def referenced_pages(pid, skip=()) -> dict:
                 elif n:
                     d = execs if x else files
                     d[cur] = d.get(cur, 0) + n
-    return {"anon": anon, "files": files, "exec": execs}
+    res = mapped_file_pages(pid)
+    for k, d in ((0, execs), (1, files)):
+        for name in d:
+            r = res.get(name)
+            d[name] = round(d[name] * r[k + 2] / r[k]) if r and r[k] else d[name]
+    return {"anon": anon, "files": {k: v for k, v in files.items() if v},
+            "exec": {k: v for k, v in execs.items() if v}}
 
 
 def warm_steps(decode) -> int:
@@ -467,7 +516,7 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
     import hashlib
     st = os.stat(model)
     key = (f"{os.path.realpath(model)}|{st.st_size}|{int(st.st_mtime)}|{prompt}|{ctx}|{batch}|{ubatch}|"
-           f"{threads}|{steps}|call|growth|load|context")
+           f"{threads}|{steps}|call|growth|load|context|own")
     path = os.path.join(_cache_dir(), "warm-" + hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
     if os.path.exists(path):
         with open(path) as f:
@@ -610,7 +659,9 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     """For each limit: `repeat` live reference runs (with reuse, those already in out/<label>/ and its
     repeat-<i>/), the prediction, and the comparison against the runs' median. Writes
     out/validation.csv, validation.md, plots/ and per-limit predicted.json / measured.json (each
-    run's); the phase table and plots are the first run's. Returns the long table."""
+    run's) and engine-baseline.json (the engine measured just before each run; the prediction uses
+    the first run's, also when reused); the phase table and plots are the first run's. Returns the
+    long table."""
     from . import predict as P
     lims = check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
     if int(repeat) < 1:
@@ -638,18 +689,27 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
             if reused[rd]:
                 meas = measured(rd, model)
             else:
+                # the engine's start-up measured just before its run, as this process is then: the
+                # pages it keeps mapped (the interpreter, the modules imported so far) the child
+                # neither reads nor is charged for (engine_baseline)
+                os.makedirs(rd, exist_ok=True)
+                _atomic_json(os.path.join(rd, BASELINE), engine_baseline(refresh=True))
                 meas = live_run(model, prompt, decode, ctx, limit, rd, batch, ubatch, threads, zram, swappiness)
             _atomic_json(os.path.join(rd, "measured.json"), meas)
             live.append(meas)
+        eng = engine
+        if os.path.exists(os.path.join(d, BASELINE)):
+            with open(os.path.join(d, BASELINE)) as f:
+                eng = json.load(f)
         pred = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-                         engine=engine, probe=probe, warm=warm, keep_result=True)
+                         engine=eng, probe=probe, warm=warm, keep_result=True)
         res = pred.pop("_result")
         pred.pop("_trace")
         # Sensitivity, not an error bar: the same prediction with the engine's measured heap 1%
         # smaller and larger. Near a tipping point (reclaim turning to anon or not, a cyclic scan
         # just fitting) a few hundred KiB move the outcome as much as the bound allows.
         band = [P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-                          engine=engine, probe=dict(probe, anon_bytes=int(probe["anon_bytes"] * f)), warm=warm)
+                          engine=eng, probe=dict(probe, anon_bytes=int(probe["anon_bytes"] * f)), warm=warm)
                 for f in SENSITIVITY]
         _atomic_json(os.path.join(d, "predicted.json"), pred)
         runs[label] = (d, res, live[0])

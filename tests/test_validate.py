@@ -291,6 +291,7 @@ def test_engine_libraries_fault_in_one_by_one(small_model):
     # per-library record keeps the single pseudo-file.
     from kmemsim import predict as P
     from kmemsim.emulator import Config, Emulator
+    from kmemsim.trace import Op
     libs = [["libpython3.11.so.1.0", 1443], ["libllama.so", 961], ["_json.cpython-311.so", 42]]
     eng = {"file_bytes": 3000 * 4096, "rss_file_bytes": 1200 * 4096, "anon_bytes": 1 << 20, "libraries": libs}
     tr, _, _ = P.build_trace(small_model, 16, 0, 512, engine=eng)
@@ -302,6 +303,62 @@ def test_engine_libraries_fault_in_one_by_one(small_model):
     old = P.build_trace(small_model, 16, 0, 512, engine={k: v for k, v in eng.items() if k != "libraries"})[0]
     r_old = Emulator(Config(memcg_limit="4G", sample_ms=0)).replay(old)
     assert r.summary["pgmajfault"] - r_old.summary["pgmajfault"] == len(libs) - 1
+    # With the pages the child alone maps (validate.mapped_file_pages): a library whose resident
+    # pages another process maps (libpython's text, mapped by the recorder's interpreter) has no
+    # text of its own in the cgroup; the others are split and touched as their own pages are.
+    # Each library still brings in the pages the baseline saw it add, one major fault each.
+    own = {"libpython3.11.so.1.0": [0, 0], "libllama.so": [159, 236], "_json.cpython-311.so": [6, 4]}
+    tr, _, _ = P.build_trace(small_model, 16, 0, 512, engine=dict(eng, library_own=own))
+    c, ids = tr.cols, {m["name"]: m["id"] for m in tr.meta["maps"]}
+    assert "engine library libpython3.11.so.1.0 (text)" not in ids
+    text = ids["engine library libllama.so (text)"]
+    mm = (c["op"] == Op.MMAP) & (c["map"] == text)
+    assert c["npages"][mm].sum() == round(961 * 159 / (159 + 236))
+    rd = (c["op"] == Op.READ) & (c["map"] == text)
+    assert c["npages"][np.flatnonzero(rd)[0]] == 159
+    files = Emulator(Config(memcg_limit="4G", sample_ms=0)).replay(tr).files.set_index("path")
+    for name, n in libs:
+        assert files.loc[f"<engine library: {name}>", "pages_added"] == n
+
+
+def test_mapped_file_pages_tells_the_pages_another_process_maps(tmp_path):
+    # /proc/PID/pagemap marks a present page PM_MMAP_EXCLUSIVE when no other process maps it
+    # (fs/proc/task_mmu.c, pte_to_pagemap_entry(): the page's mapcount is 1), PM_FILE for a page
+    # cache page. A file page another process maps was read and charged there: the reference
+    # child's cgroup never pays for it (engine_baseline, engine_warm_set). Order-0 tmpfs pages
+    # (shmem huge pages off); the other process touches pages 0-15, which is fault-around's whole
+    # window (do_fault_around(): 64 KiB, aligned), so it maps exactly those.
+    import mmap
+    import subprocess
+    import sys
+    from kmemsim import validate as V
+    d = "/dev/shm" if os.path.isdir("/dev/shm") else str(tmp_path)
+    path = os.path.join(d, f"kmemsim-shared-{os.getpid()}")
+    name, n, shared = os.path.basename(path), 64, 16
+    with open(path, "wb") as f:
+        f.write(b"x" * (n * 4096))
+    other = subprocess.Popen([sys.executable, "-c", (
+        "import mmap, sys; f = open(sys.argv[1], 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+        f"s = sum(m[i * 4096] for i in range({shared})); print('mapped', flush=True); sys.stdin.read()"), path],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "mapped"
+        with open(path, "rb") as f:
+            m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+            try:
+                assert sum(m[i * 4096] for i in range(n)) == n * ord("x")
+                assert V.mapped_file_pages(os.getpid())[name] == [0, n, 0, n - shared]
+                # the warm run's referenced count keeps this process's share
+                with open("/proc/self/clear_refs", "w") as g:
+                    g.write("1")
+                assert sum(m[i * 4096] for i in range(n)) == n * ord("x")
+                assert V.referenced_pages(os.getpid())["files"][name] == n - shared
+            finally:
+                m.close()
+    finally:
+        other.stdin.close()
+        other.wait()
+        os.unlink(path)
 
 
 def test_referenced_bits_follow_the_touches():
