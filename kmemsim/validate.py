@@ -825,7 +825,7 @@ def plots(out, runs, model):
             a.set_xticks(np.arange(len(phases.PHASES)) + 0.5, phases.PHASES)
             for x in range(1, len(phases.PHASES)):
                 a.axvline(x, color="grey", lw=0.3)
-            a.legend(fontsize=7)
+            a.legend(fontsize=7, loc="upper left")     # "best" searches every point: slow on long runs
         fig.tight_layout()
         name = os.path.join(pdir, f"{label.replace('%', 'pct')}.png")
         atomic_write(name, lambda tmp: fig.savefig(tmp, format="png", dpi=90))
