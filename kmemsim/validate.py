@@ -461,10 +461,11 @@ def referenced_pages(pid, skip=()) -> dict:
     """Pages of pid with the referenced bit set, from /proc/PID/smaps (`Referenced`: the PTE's young
     bit or the folio's PG_referenced, which clear_refs clears): anonymous (inode 0: heap, stack,
     private mappings) and per file basename, without the files in `skip` and the kernel's special
-    mappings ([vdso], [vvar]). A file's count is the part of its referenced pages that pid alone
-    maps, in proportion to its resident pages (mapped_file_pages): the rest another process keeps
-    resident, charged to it, out of reach of the reference run's reclaim (libpython's text, mapped
-    by the recorder's interpreter)."""
+    mappings ([vdso], [vvar]). A file's count (`files`, `exec`) is the part of its referenced pages
+    that pid alone maps, in proportion to its resident pages (mapped_file_pages): the rest another
+    process keeps resident, charged to it, out of reach of the reference run's reclaim
+    (libpython's text, mapped by the recorder's interpreter); `files_all`, `exec_all` count them
+    all."""
     anon, files, execs, cur = 0, {}, {}, None
     with open(f"/proc/{pid}/smaps") as f:
         for line in f:
@@ -481,12 +482,10 @@ def referenced_pages(pid, skip=()) -> dict:
                     d = execs if x else files
                     d[cur] = d.get(cur, 0) + n
     res = mapped_file_pages(pid)
-    for k, d in ((0, execs), (1, files)):
-        for name in d:
-            r = res.get(name)
-            d[name] = round(d[name] * r[k + 2] / r[k]) if r and r[k] else d[name]
-    return {"anon": anon, "files": {k: v for k, v in files.items() if v},
-            "exec": {k: v for k, v in execs.items() if v}}
+    own = [{name: round(n * r[k + 2] / r[k]) if (r := res.get(name)) and r[k] else n for name, n in d.items()}
+           for k, d in ((0, execs), (1, files))]
+    return {"anon": anon, "files": {k: v for k, v in own[1].items() if v},
+            "exec": {k: v for k, v in own[0].items() if v}, "files_all": files, "exec_all": execs}
 
 
 def warm_steps(decode) -> int:
@@ -562,7 +561,7 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
     res = {"key": key, "load": windows[0][3], "context": windows[1][3], "prompt": windows[2][3],
            "decode": {"anon": med([r["anon"] for r in dec])} | {
                k: {n: med([r[k].get(n, 0) for r in dec]) for n in sorted({n for r in dec for n in r[k]})}
-               for k in ("files", "exec")},
+               for k in ("files", "exec", "files_all", "exec_all")},
            "decode_call": {"anon": med([r["anon"] for r in call])},
            # what the process's anonymous memory grows by (new pages: llama.cpp's compute buffer as
            # far as the graph reaches, ggml's work buffer, the logits rows llama-cpp-python keeps):

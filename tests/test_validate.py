@@ -449,30 +449,24 @@ def test_host_pages_complete_the_measured_working_set(small_model):
     assert len(rd) == 1 and c["page"][rd[0]] == 0 and c["npages"][rd[0]] == 120
 
 
-def test_engine_warm_set_sees_what_a_step_runs(small_model, tmp_path):
+def test_engine_warm_set_sees_what_a_step_runs(small_model):
     # The reference run without a limit, referenced bits cleared before each llama_decode call and
     # read after it (engine_warm_set). Every step runs llama.cpp's graph, so the text of libllama
     # and of ggml-cpu's kernels is referenced (executing sets the PTE's young bit); the 16-token
     # prompt ubatch lays out 16x larger tensors in the compute buffer than a single decode token
     # (ggml_gallocr), so it references more anonymous pages. The model file is left to the
-    # workload generator. Measured from a process that has not loaded llama.cpp, as `kmemsim
-    # validate` is: this test process has (other tests run it in-process), so the child's libllama
-    # pages would be mapped by two processes, not the child's own (mapped_file_pages), and count 0.
-    import subprocess
-    import sys
-    from importlib.util import find_spec
-    if find_spec("llama_cpp") is None:
-        pytest.skip("llama-cpp-python is not installed")
-    code = ("import json, sys; from kmemsim import validate as V; "
-            "print(json.dumps(V.engine_warm_set(sys.argv[1], 16, 512, steps=3)))")
-    p = subprocess.run([sys.executable, "-c", code, small_model], capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, KMEMSIM_CACHE=str(tmp_path)))
-    assert p.returncode == 0, p.stderr[-2000:]
-    warm = json.loads(p.stdout.splitlines()[-1])
+    # workload generator. Of a library's referenced pages, the warm set keeps for the prediction
+    # those the child alone maps (`exec`, `files`): here fewer, as this test process has loaded
+    # llama.cpp itself and maps some of the same pages.
+    pytest.importorskip("llama_cpp")
+    from kmemsim import validate as V
+    warm = V.engine_warm_set(small_model, 16, 512, steps=3)
     for kind in ("prompt", "decode"):
-        ex = warm[kind]["exec"]
+        ex = warm[kind]["exec_all"]
         assert ex.get("libllama.so", 0) > 0 and any(n.startswith("libggml-cpu") and v > 0 for n, v in ex.items())
-        assert not any(n.endswith(".gguf") for n in list(ex) + list(warm[kind]["files"]))
+        assert not any(n.endswith(".gguf") for n in list(ex) + list(warm[kind]["files_all"]))
+        for part in ("exec", "files"):
+            assert all(v <= warm[kind][part + "_all"][n] for n, v in warm[kind][part].items())
     assert warm["prompt"]["anon"] > warm["decode"]["anon"] > 0
     # reading the logits and sampling (the interpreter, before the call) touch pages the call does not
     assert 0 < warm["decode_call"]["anon"] < warm["decode"]["anon"]
@@ -481,8 +475,8 @@ def test_engine_warm_set_sees_what_a_step_runs(small_model, tmp_path):
     # Llama() split where it creates the context: the loader runs llama.cpp's model code, the
     # context's creation (graph_reserve) ggml's scheduler and allocator
     for part in ("load", "context"):
-        assert warm[part]["exec"].get("libllama.so", 0) > 0, part
-    assert warm["context"]["exec"].get("libggml-base.so.0", 0) > 0
+        assert warm[part]["exec_all"].get("libllama.so", 0) > 0, part
+    assert warm["context"]["exec_all"].get("libggml-base.so.0", 0) > 0
     # the greedy decode's ids, which the weights choose (any run of this model and prompt makes
     # them), and RssAnon's growth: the prompt's call lays its 16-token graph out in the compute
     # buffer, touched for the first time, beyond anything a single-token step adds
