@@ -3,8 +3,9 @@
 
 The trace is one process:
   1. the engine itself, before any model: the interpreter + llama-cpp-python's libraries. Measured once
-     per machine (validate.engine_baseline): page cache it brings in (charged to the cgroup; each
-     library it maps as a file of its own, faulted in once, the rest as read(2)), and its anonymous
+     per machine (validate.engine_baseline; by validate before each live run): page cache it brings
+     in (charged to the cgroup; each library it maps as a file of its own, faulted in once, only the
+     pages no other process maps touched, the rest as read(2)), and its anonymous
      memory, replaced by what the model's metadata probe reports (validate.llama_probe: RssAnon after
      Llama() built with no_alloc, i.e. plus llama.cpp's vocab/metadata heap and llama-cpp-python's
      objects);
@@ -46,7 +47,8 @@ def _engine(b, t, engine, anon_bytes, start_bytes=None):
         lib_pages = sum(n for _, n in libs)
         if libs and lib_pages <= fpages:
             # each library as ld.so brings it in: its own file, mapped and faulted in (one major fault
-            # and readahead per file, as after drop_caches), its resident share touched
+            # and readahead per file, as after drop_caches), its own resident pages touched (without
+            # that record, its share of the process's mapped pages)
             share = min(1.0, mapped / lib_pages)
             rss, own = engine.get("library_rss", {}), engine.get("library_own")
             for name, n in libs:
