@@ -37,7 +37,7 @@ import numpy as np
 
 from .atomic import atomic_write
 from .errors import InputError
-from .samplers import read_kv
+from .samplers import INTERVAL_S, read_kv
 
 PAGE = 4096
 MADV_PAGEOUT = 21
@@ -365,7 +365,7 @@ def control(gate, lay, apply, variant, used_cells, out_json, timeout=600.0):
 # One live run and the comparison
 
 def live_run(model, prompt, decode, ctx, mem_limit, outdir, apply, variant="alloc", zram="lz4:4G",
-             swappiness=60, batch=512, ubatch=512, threads=2, interval=0.01) -> dict:
+             swappiness=60, batch=512, ubatch=512, threads=2, interval=INTERVAL_S) -> dict:
     from .recorder import run_command
     from .validate import _child_argv, child_pythonpath_removed, measured
     os.makedirs(outdir, exist_ok=True)

@@ -25,7 +25,7 @@ import pandas as pd
 
 from . import phases
 from .errors import InputError
-from .samplers import kernel_memory, read_kv
+from .samplers import INTERVAL_S, kernel_memory, read_kv
 from .units import parse_size
 
 PAGE = 4096
@@ -283,7 +283,7 @@ def child_pythonpath_removed():
 
 
 def live_run(model, prompt, decode, ctx, mem_limit, outdir, batch=512, ubatch=512, threads=2,
-             zram="lz4:4G", swappiness=60, interval=0.01) -> dict:
+             zram="lz4:4G", swappiness=60, interval=INTERVAL_S) -> dict:
     """The reference run under the recorder (kmemsim.recorder.run_command). Returns the measured
     metrics; the run directory is `outdir`."""
     from .recorder import run_command
@@ -671,7 +671,7 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
         from .recorder import require_root
         require_root()                   # before anything runs: a live run is still to be made
     os.makedirs(out, exist_ok=True)
-    engine = engine_baseline()
+    engine = None                        # the cached baseline, for runs recorded without their own
     probe = llama_probe(model, ctx, batch, ubatch, threads)
     warm = engine_warm_set(model, prompt, ctx, batch, ubatch, threads, warm_steps(decode))
     rows = []
@@ -696,10 +696,11 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
                 meas = live_run(model, prompt, decode, ctx, limit, rd, batch, ubatch, threads, zram, swappiness)
             _atomic_json(os.path.join(rd, "measured.json"), meas)
             live.append(meas)
-        eng = engine
         if os.path.exists(os.path.join(d, BASELINE)):
             with open(os.path.join(d, BASELINE)) as f:
                 eng = json.load(f)
+        else:
+            eng = engine = engine or engine_baseline()
         pred = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
                          engine=eng, probe=probe, warm=warm, keep_result=True)
         res = pred.pop("_result")
