@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from . import llama_workload as lw
 from .emulator import Config, Emulator
 from .errors import InputError
@@ -177,16 +179,32 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     # munmaps the model); then the destructors and deallocations walk the heap: llama_vocab's
     # token vectors and maps are free()d (free writes each chunk's header) and Py_FinalizeEx's
     # module/GC teardown decrements and deallocates every live Python object (obmalloc arenas).
-    # Every engine-heap page is written once more, so what reclaim swapped out of it is swapped back
-    # in here (do_swap_page, a major fault each): the live runs show 22-31 MiB of swap-in after the
-    # last decode step, on the heap's brk and obmalloc-arena addresses.
+    # What reclaim swapped out of the heap pages this walk writes is swapped back in here
+    # (do_swap_page, a major fault each): the live runs show 22-31 MiB of swap-in after the last
+    # decode step, on the heap's brk and obmalloc-arena addresses. The warm run measures how many
+    # pages it references (`teardown`, at the child's exit stop): 85-87% of what is left of the
+    # heap, spread over it as far as its per-mapping counts tell; and the libraries' code it runs.
     for mid, n in _alive_maps(b, PID, first_map):
         b.event(t, PID, Op.MUNMAP, mid, 0, n)
+    end = (warm or {}).get("teardown")
+    if end and host:
+        for m, n in touches(end):
+            b.event(t + 1, PID, Op.READ, m, 0, n)
     if heap >= 0:
-        b.event(t + 1, PID, Op.WRITE, heap, 0, apages)
+        first, count = _spread(min(apages, int(end["anon"])) if end else apages, apages)
+        b.ranges(t + 1, PID, Op.WRITE, heap, first, count)
     b.event(t + 2, PID, Op.PROC_EXIT)
     b.meta.setdefault("llama", []).append(s.meta())
     return b.build(), s, notes
+
+
+def _spread(n, total):
+    """n of `total` pages spread evenly over them, as runs: (first pages, run lengths)."""
+    if n <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    idx = np.arange(n, dtype=np.int64) * total // n
+    starts = np.flatnonzero(np.diff(idx, prepend=-2) != 1)
+    return idx[starts], np.diff(np.append(starts, n))
 
 
 def _alive_maps(b, pid, first):

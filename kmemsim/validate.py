@@ -11,10 +11,12 @@ The child writes what llama.cpp logged (buffer sizes) and its timings to a JSON 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import inspect
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -488,6 +490,38 @@ def referenced_pages(pid, skip=()) -> dict:
             "exec": {k: v for k, v in own[0].items() if v}, "files_all": files, "exec_all": execs}
 
 
+def _ptrace(request, pid, data=0) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    return 0 if libc.ptrace(request, pid, None, ctypes.c_void_p(data)) == 0 else ctypes.get_errno()
+
+
+def _trace_exit(pid):
+    """PTRACE_SEIZE pid (a child of this process) with PTRACE_O_TRACEEXIT: it will stop in do_exit()
+    at ptrace_event(PTRACE_EVENT_EXIT), before exit_mm(), its address space still whole."""
+    err = _ptrace(0x4206, pid, 0x40)
+    if err:
+        raise InputError(f"cannot trace the warm child's exit (ptrace: {os.strerror(err)}): "
+                         "run as root or set kernel.yama.ptrace_scope to 1 or less")
+
+
+def _measure_at_exit(p, measure):
+    """Wait for traced child p's exit stop and return measure(pid) taken there (None if it ended
+    without stopping there); the child is let go and reaped, p.returncode set."""
+    got = None
+    while True:
+        _, st = os.waitpid(p.pid, 0)
+        if not os.WIFSTOPPED(st):
+            p.returncode = os.waitstatus_to_exitcode(st)
+            return got
+        stop, sig = st >> 8, 0
+        if stop == signal.SIGTRAP | (6 << 8):            # PTRACE_EVENT_EXIT
+            got = measure(p.pid)
+        elif stop & 0xff != signal.SIGTRAP:
+            sig = stop & 0xff                            # a signal for the child: deliver it
+        _ptrace(7, p.pid, sig)                           # PTRACE_CONT
+
+
 def warm_steps(decode) -> int:
     """How many decode steps the warm run takes for a run of `decode`: 5 at least (the medians),
     the run's own up to 32 (their token ids)."""
@@ -511,11 +545,14 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
     "prompt": {...}, "decode": {...}}, each {"anon": pages, "files": {basename: pages}, "exec":
     {basename: pages}}, and "decode_call":
     {"anon": pages}; decode is the median over the whole steps after the first (the first also touches
-    what it allocates), decode_call over the split ones. Cached per model file, prompt and context."""
+    what it allocates), decode_call over the split ones; and "teardown", what the child references
+    from the end of its last step to its exit, read at the exit stop (ptrace's PTRACE_EVENT_EXIT,
+    before exit_mm() unmaps everything), with its RssAnon there and before (`rss_anon`,
+    `rss_anon_before`). Cached per model file, prompt and context."""
     import hashlib
     st = os.stat(model)
     key = (f"{os.path.realpath(model)}|{st.st_size}|{int(st.st_mtime)}|{prompt}|{ctx}|{batch}|{ubatch}|"
-           f"{threads}|{steps}|call|growth|load|context|own")
+           f"{threads}|{steps}|call|growth|load|context|own|teardown")
     path = os.path.join(_cache_dir(), "warm-" + hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
     if os.path.exists(path):
         with open(path) as f:
@@ -529,7 +566,7 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
         p = subprocess.Popen(_child_argv(script, "warm", out, model, prompt, steps, ctx, batch, ubatch, threads),
                              env=_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
         try:
-            cur, step, skip = None, -1, {os.path.realpath(model), os.path.abspath(model)}
+            cur, step, skip, teardown = None, -1, {os.path.realpath(model), os.path.abspath(model)}, None
             for line in p.stdout:
                 if not line.startswith("KMEMSIM "):
                     continue
@@ -539,17 +576,25 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
                     windows.append((cur, tag, step, referenced_pages(p.pid, skip)))
                 step += tag == "decode"
                 cur = tag
-                if cur != "end":
-                    with open(f"/proc/{p.pid}/clear_refs", "w") as f:
-                        f.write("1")      # clear the referenced bits of every page of the child
+                if cur == "end":
+                    end_anon = anon_at[-1][1]
+                    _trace_exit(p.pid)
+                with open(f"/proc/{p.pid}/clear_refs", "w") as f:
+                    f.write("1")          # clear the referenced bits of every page of the child
                 p.stdin.write("\n")
                 p.stdin.flush()
+                if cur == "end":
+                    # the teardown (Py_FinalizeEx, llama_free, llama_model_free) up to the exit stop
+                    teardown = _measure_at_exit(p, lambda pid: referenced_pages(pid, skip) | {
+                        "rss_anon": read_kv(f"/proc/{pid}/status").get("RssAnon", 0) * 1024,
+                        "rss_anon_before": end_anon})
+                    break
             p.wait(timeout=600)
         finally:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        if p.returncode != 0 or len(windows) != 3 + steps + (steps + 1) // 2:
+        if p.returncode != 0 or len(windows) != 3 + steps + (steps + 1) // 2 or teardown is None:
             err.seek(0)
             raise InputError(f"llama.cpp could not run {model} to measure the engine's warm set "
                              f"({(err.read().strip().splitlines() or [p.returncode])[-1]})")
@@ -570,6 +615,9 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
            # the greedy decode's ids: the weights decide them, so every run of this model and
            # prompt, under any limit, generates these (their token_embd rows are what decode reads)
            "tokens": tokens,
+           # what the teardown references, from the last decode step to the exit stop: the heap
+           # Py_FinalizeEx and the destructors walk (llama.cpp's buffers are unmapped untouched)
+           "teardown": teardown,
            "steps": [dict(r, window=f"{a}-{b}") for a, b, _, r in windows[3:]]}
     _atomic_json(path, res)
     return res

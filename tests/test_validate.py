@@ -462,6 +462,24 @@ def test_host_pages_complete_the_measured_working_set(small_model):
     rd = np.flatnonzero((c["op"] == Op.READ) & (c["map"] == ids["engine library libpython3.11.so.1.0 (text)"]))
     rd = rd[(rd > load.start) & (rd < weights)]
     assert len(rd) == 1 and c["page"][rd[0]] == 0 and c["npages"][rd[0]] == 120
+    # the teardown, after llama.cpp's mappings are gone: the heap pages and library code the warm
+    # run saw it reference (Py_FinalizeEx's walk, engine_warm_set's "teardown"), over the whole heap
+    heap = ids["engine heap (interpreter, llama.cpp vocab/metadata)"]
+    size = int(c["npages"][(c["op"] == Op.MMAP) & (c["map"] == heap)][0])
+    exit_row = int(np.flatnonzero(c["op"] == Op.PROC_EXIT)[-1])
+    last_unmap = int(np.flatnonzero(c["op"] == Op.MUNMAP)[-1])
+    for end, written in ((None, size), ({"anon": 5000, "files": {}, "exec": {"libggml-cpu.so.0": 20}}, 5000)):
+        if end:
+            warm["teardown"] = end
+            tr, _, _ = P.build_trace(small_model, 16, 3, 512, engine=eng, warm=warm)
+            c = tr.cols
+            exit_row = int(np.flatnonzero(c["op"] == Op.PROC_EXIT)[-1])
+            last_unmap = int(np.flatnonzero(c["op"] == Op.MUNMAP)[-1])
+        rows = slice(last_unmap + 1, exit_row)
+        pages = sorted(_pages_of(tr, rows, heap))
+        assert len(pages) == written and np.diff([-1] + pages + [size]).max() <= -(-size // written) + 1
+        if end:
+            assert _pages_of(tr, rows, ids["engine library libggml-cpu.so.0 (text)"]) == set(range(20))
 
 
 def test_engine_warm_set_sees_what_a_step_runs(small_model):
@@ -497,3 +515,11 @@ def test_engine_warm_set_sees_what_a_step_runs(small_model):
     # buffer, touched for the first time, beyond anything a single-token step adds
     assert len(warm["tokens"]) == 3 and all(0 <= t < SHAPE["n_vocab"] for t in warm["tokens"])
     assert warm["anon_growth"]["prompt"] > warm["anon_growth"]["decode"] >= 0
+    # the teardown, read at the exit stop (do_exit(): ptrace_event(PTRACE_EVENT_EXIT) before
+    # exit_mm()): llama_free unmaps llama.cpp's buffers untouched, so the process holds less anonymous
+    # memory there than after its last step, and Py_FinalizeEx walks the heap that is left: it
+    # references pages there (no more than are resident), and runs the interpreter's code
+    end = warm["teardown"]
+    assert end["rss_anon"] < end["rss_anon_before"]
+    assert 0 < end["anon"] * 4096 <= end["rss_anon"]
+    assert any(n.startswith("libpython") and v > 0 for n, v in end["exec_all"].items())
