@@ -132,7 +132,16 @@ class HostSet:
       base, built: the heap pages from `base` on are those Llama() allocates (the context's
         structures among them): `built` of them are written as the context is created, and the pages
         a call references are the first of them; the interpreter's, before the call, are the heap's
-        first (its objects from the import)."""
+        first (its objects from the import);
+      load_growth: what the process's anonymous memory grows by over llama_model_load_from_file,
+        its load-time buffers included: as much of `built` as that leaves beyond the buffers the
+        session allocates in the load (CPU_REPACK; the weights without mmap) is written as the load
+        starts, before the model is mapped (llama_model_load: the loader's GGUF metadata and
+        load_vocab come before load_tensors maps the file), the rest as the context is created;
+      context_old: the heap pages from before Llama() that the context's creation references
+        (llama_init_from_model, with the interpreter's work after the load: what the warm run's
+        `context` window references beyond what the process gains in it), written then among the
+        heap's first pages (the interpreter's objects from the import)."""
     heap: int
     heap_pages: int
     anon: dict
@@ -143,6 +152,8 @@ class HostSet:
     grow_pages: int = 0
     base: int = 0
     built: int = 0
+    load_growth: int = 0
+    context_old: int = 0
 
 
 class _Layer:
@@ -220,6 +231,15 @@ def split_prompt(new: int, batch: int, ubatch: int, seqs: int):
             pos += nb
 
 
+def spread(n, total):
+    """n of `total` pages spread evenly over them, as runs: (first pages, run lengths)."""
+    if n <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    idx = np.arange(n, dtype=np.int64) * total // n
+    starts = np.flatnonzero(np.diff(idx, prepend=-2) != 1)
+    return idx[starts], np.diff(np.append(starts, n))
+
+
 def random_token_ids(rng, n_vocab, n):
     """n token ids drawn uniformly above the 259 byte and special tokens (from 0 in a vocabulary that
     small): a prompt nobody wrote, or a greedy decode whose ids depend on the weights."""
@@ -244,6 +264,7 @@ class LlamaSession:
         self.host = host
         self._host_hi = 0                  # heap pages [0, _host_hi) have been written by a call
         self._grow_hi = 0                  # host growth pages [0, _grow_hi) written
+        self._loaded = 0                   # host heap pages Llama() allocates written in the load
         self._grown = {}                   # growth written per kind (the prompt's counts once)
         self._anon_maps = {}               # the session's anonymous buffers: map -> pages
         self._anon_seen = {}               # with the host's growth: buffer -> pages touched so far
@@ -506,6 +527,12 @@ class LlamaSession:
             self._flush()
             hp_ = np.arange(hdr, dtype=np.int64)
             b.ranges(np.full(hdr, t, np.int64), pid, Op.FREAD, -1, hp_, 1, 0, self.fid)
+        h = self.host
+        if h and h.built:                        # the loader's metadata and vocabulary
+            bufs = -(-(self.repack_bytes + (0 if self.use_mmap else self.cpu_bytes)) // P)
+            self._loaded = min(h.built, max(0, h.load_growth - bufs))
+            if self._loaded:
+                self._ev(t, Op.WRITE, h.heap, h.base, self._loaded)
         # gguf_init_from_file() read the header through a FILE of its own and closed it; the loader's
         # llama_file opens the model again, and that struct file (fadvise, mmap, read(2)) starts
         # with a fresh readahead state. Its first mmap fault meets the PG_readahead folio the header
@@ -606,8 +633,14 @@ class LlamaSession:
                               else self._compute_bytes(self.ubatch, self.kv_size))
         self.m_compute = self._mmap(t, "compute buffer", -(-self.compute_bytes // P),
                                 flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.COMPUTE)
-        if self.host and self.host.built:        # the host's heap Llama() allocates, written now
-            self._ev(t, Op.WRITE, self.host.heap, self.host.base, self.host.built)
+        h = self.host
+        if h and h.built > self._loaded:         # the rest of the heap Llama() allocates, written now
+            self._ev(t, Op.WRITE, h.heap, h.base + self._loaded, h.built - self._loaded)
+        if h and h.context_old:                  # spread: which pages, per-mapping counts do not say
+            span = h.base or h.heap_pages
+            first, count = spread(min(h.context_old, span), span)
+            self._flush()
+            self.b.ranges(t, self.pid, Op.WRITE, h.heap, first, count)
 
     def _compute_bytes(self, n_tokens, n_kv):
         """Rough size of ggml-alloc's compute buffer: the largest f32 intermediates live at once."""

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 from . import llama_workload as lw
 from .emulator import Config, Emulator
 from .errors import InputError
@@ -152,6 +150,10 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
             host.built = apages - host.base
     first_map = b._next_map
     growth = (warm or {}).get("anon_growth")
+    if host and growth and "load" in growth:       # the loader's heap, before the model is mapped
+        host.load_growth = _pages(growth["load"])
+    if host and growth and "context" in growth:    # the import's heap the context's creation reads
+        host.context_old = max(0, int(warm["context"]["anon"]) - _pages(growth["context"]))
     if host and growth:
         # the process's anonymous memory grows as the prompt and each step run, beyond what the
         # session's buffers account for (validate.engine_warm_set's RssAnon at each stop): malloc'd
@@ -191,20 +193,11 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
         for m, n in touches(end):
             b.event(t + 1, PID, Op.READ, m, 0, n)
     if heap >= 0:
-        first, count = _spread(min(apages, int(end["anon"])) if end else apages, apages)
+        first, count = lw.spread(min(apages, int(end["anon"])) if end else apages, apages)
         b.ranges(t + 1, PID, Op.WRITE, heap, first, count)
     b.event(t + 2, PID, Op.PROC_EXIT)
     b.meta.setdefault("llama", []).append(s.meta())
     return b.build(), s, notes
-
-
-def _spread(n, total):
-    """n of `total` pages spread evenly over them, as runs: (first pages, run lengths)."""
-    if n <= 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    idx = np.arange(n, dtype=np.int64) * total // n
-    starts = np.flatnonzero(np.diff(idx, prepend=-2) != 1)
-    return idx[starts], np.diff(np.append(starts, n))
 
 
 def _alive_maps(b, pid, first):

@@ -452,10 +452,15 @@ _VMA = re.compile(r"^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ (\d+)\s*(.*)$")
 
 
 def _anon_growth(anon_at, steps) -> dict:
-    """{"prompt": bytes, "decode": bytes per step} from the warm run's (mark, RssAnon) stops."""
+    """{"load": bytes, "context": bytes, "prompt": bytes, "decode": bytes per step} from the warm
+    run's (mark, RssAnon) stops; load: over llama_model_load_from_file (from Llama() to
+    llama_init_from_model), context: from there to the prompt."""
+    first = {}
+    for tag, a in anon_at:
+        first.setdefault(tag, a)
     at = [a for tag, a in anon_at if tag == "decode"]
-    start = next(a for tag, a in anon_at if tag == "prompt")
-    return {"prompt": max(0, at[0] - start),
+    return {"load": max(0, first["context"] - first["load"]), "context": max(0, first["prompt"] - first["context"]),
+            "prompt": max(0, at[0] - first["prompt"]),
             "decode": max(0, (anon_at[-1][1] - at[0]) // steps)}
 
 
@@ -552,7 +557,7 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
     import hashlib
     st = os.stat(model)
     key = (f"{os.path.realpath(model)}|{st.st_size}|{int(st.st_mtime)}|{prompt}|{ctx}|{batch}|{ubatch}|"
-           f"{threads}|{steps}|call|growth|load|context|own|teardown")
+           f"{threads}|{steps}|call|growth|load|context|own|teardown|loadgrowth|ctx")
     path = os.path.join(_cache_dir(), "warm-" + hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
     if os.path.exists(path):
         with open(path) as f:
@@ -610,7 +615,8 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
            "decode_call": {"anon": med([r["anon"] for r in call])},
            # what the process's anonymous memory grows by (new pages: llama.cpp's compute buffer as
            # far as the graph reaches, ggml's work buffer, the logits rows llama-cpp-python keeps):
-           # over the prompt's call, and per decode step (mean over the steps)
+           # over the prompt's call, and per decode step (mean over the steps); and over the model's
+           # load (the loader's metadata and vocabulary, its load-time buffers)
            "anon_growth": _anon_growth(anon_at, steps),
            # the greedy decode's ids: the weights decide them, so every run of this model and
            # prompt, under any limit, generates these (their token_embd rows are what decode reads)

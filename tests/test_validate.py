@@ -240,6 +240,7 @@ def test_heap_llama_allocates_is_written_as_the_context_is_built(small_model):
     # buffer, built by llama_context) are among the latter; the interpreter's pages before the call
     # (reading the logits, sampling) among its import-era objects.
     from kmemsim import predict as P
+    from kmemsim.trace import Op
     eng = {"file_bytes": 100 * 4096, "anon_bytes": 20 << 20}
     probe = {"anon_bytes": 30 << 20, "buffers": {}}
     warm = {"prompt": {"anon": 2500, "files": {}, "exec": {}}, "decode": {"anon": 1000, "files": {}, "exec": {}},
@@ -254,6 +255,27 @@ def test_heap_llama_allocates_is_written_as_the_context_is_built(small_model):
     assert call and min(call) == imported
     step = _pages_of(tr, _phase_rows(tr, "decode token 1"), heap)
     assert step - call and max(step - call) < imported
+    # what the process gains over llama_model_load_from_file (the warm run's RssAnon from Llama() to
+    # llama_init_from_model) is the loader's: llama_model_load parses the GGUF metadata and loads
+    # the vocabulary before load_tensors maps the model, so that much of the heap is written before
+    # the weights' mapping (and its MAP_POPULATE), the rest as the context is built
+    warm["anon_growth"] = {"load": 1000 * 4096, "prompt": 0, "decode": 0}
+    tr, _, _ = P.build_trace(small_model, 16, 3, 512, engine=eng, probe=probe, warm=warm)
+    c, load = tr.cols, _phase_rows(tr, "load")
+    weights = next(m["id"] for m in tr.meta["maps"] if m["name"] == "weights (mmap)")
+    mapped = int(np.flatnonzero((c["op"] == Op.MMAP) & (c["map"] == weights))[0])
+    assert _pages_of(tr, slice(load.start, mapped), heap) == set(range(imported, imported + 1000))
+    assert _pages_of(tr, slice(mapped, load.stop), heap) == set(range(imported + 1000, total))
+    # llama_init_from_model (and the interpreter after the load) references more than the process
+    # gains there: the difference is heap from before Llama(), written as the context is created,
+    # spread over the import's pages (which of them, the per-mapping counts do not say)
+    warm["context"] = {"anon": 3000, "files": {}, "exec": {}}
+    warm["anon_growth"]["context"] = 2000 * 4096
+    tr, _, _ = P.build_trace(small_model, 16, 3, 512, engine=eng, probe=probe, warm=warm)
+    c, load = tr.cols, _phase_rows(tr, "load")
+    mapped = int(np.flatnonzero((c["op"] == Op.MMAP) & (c["map"] == weights))[0])
+    old = sorted(_pages_of(tr, slice(mapped, load.stop), heap) - set(range(imported, total)))
+    assert len(old) == 1000 and old[0] == 0 and np.diff([-1] + old + [imported]).max() <= -(-imported // 1000) + 1
 
 
 def test_prediction_decodes_the_warm_runs_tokens(small_model):
@@ -515,6 +537,8 @@ def test_engine_warm_set_sees_what_a_step_runs(small_model):
     # buffer, touched for the first time, beyond anything a single-token step adds
     assert len(warm["tokens"]) == 3 and all(0 <= t < SHAPE["n_vocab"] for t in warm["tokens"])
     assert warm["anon_growth"]["prompt"] > warm["anon_growth"]["decode"] >= 0
+    # llama_model_load_from_file allocates the vocabulary and the GGUF's metadata (llama_vocab::load)
+    assert warm["anon_growth"]["load"] > 0
     # the teardown, read at the exit stop (do_exit(): ptrace_event(PTRACE_EVENT_EXIT) before
     # exit_mm()): llama_free unmaps llama.cpp's buffers untouched, so the process holds less anonymous
     # memory there than after its last step, and Py_FinalizeEx walks the heap that is left: it
