@@ -140,8 +140,8 @@ class HostSet:
         load_vocab come before load_tensors maps the file), the rest as the context is created;
       context_old: the heap pages from before Llama() that the context's creation references
         (llama_init_from_model, with the interpreter's work after the load: what the warm run's
-        `context` window references beyond what the process gains in it), written then among the
-        heap's first pages (the interpreter's objects from the import)."""
+        `context` window references beyond what the process gains in it), written then, spread
+        over the heap below `base` (the import's)."""
     heap: int
     heap_pages: int
     anon: dict

@@ -615,8 +615,9 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
            "decode_call": {"anon": med([r["anon"] for r in call])},
            # what the process's anonymous memory grows by (new pages: llama.cpp's compute buffer as
            # far as the graph reaches, ggml's work buffer, the logits rows llama-cpp-python keeps):
-           # over the prompt's call, and per decode step (mean over the steps); and over the model's
-           # load (the loader's metadata and vocabulary, its load-time buffers)
+           # over the prompt's call, and per decode step (mean over the steps); over the model's
+           # load (the loader's metadata and vocabulary, its load-time buffers) and the context's
+           # creation (the KV cache, llama_context's structures)
            "anon_growth": _anon_growth(anon_at, steps),
            # the greedy decode's ids: the weights decide them, so every run of this model and
            # prompt, under any limit, generates these (their token_embd rows are what decode reads)
