@@ -150,11 +150,12 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
             host.built = apages - host.base
     first_map = b._next_map
     growth = (warm or {}).get("anon_growth")
-    if host and growth and "load" in growth:       # the loader's heap, before the model is mapped
-        host.load_growth = _pages(growth["load"])
-    if host and growth and "context" in growth:    # the import's heap the context's creation reads
-        host.context_old = max(0, int(warm["context"]["anon"]) - _pages(growth["context"]))
     if host and growth:
+        # the loader's heap, written before the model is mapped, and the import's heap the
+        # context's creation reads (what its window references beyond what the process gains)
+        host.load_growth = _pages(growth.get("load", 0))
+        if "context" in growth:
+            host.context_old = max(0, int(warm["context"]["anon"]) - _pages(growth["context"]))
         # the process's anonymous memory grows as the prompt and each step run, beyond what the
         # session's buffers account for (validate.engine_warm_set's RssAnon at each stop): malloc'd
         # and numpy memory freed (unmapped) with the Llama object, so it goes at the teardown

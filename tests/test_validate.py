@@ -488,17 +488,14 @@ def test_host_pages_complete_the_measured_working_set(small_model):
     # the teardown, after llama.cpp's mappings are gone: the heap pages and library code the warm
     # run saw it reference (Py_FinalizeEx's walk, engine_warm_set's "teardown"), over the whole heap
     heap = ids["engine heap (interpreter, llama.cpp vocab/metadata)"]
-    size = int(c["npages"][(c["op"] == Op.MMAP) & (c["map"] == heap)][0])
-    exit_row = int(np.flatnonzero(c["op"] == Op.PROC_EXIT)[-1])
-    last_unmap = int(np.flatnonzero(c["op"] == Op.MUNMAP)[-1])
-    for end, written in ((None, size), ({"anon": 5000, "files": {}, "exec": {"libggml-cpu.so.0": 20}}, 5000)):
+    for end in (None, {"anon": 5000, "files": {}, "exec": {"libggml-cpu.so.0": 20}}):
         if end:
             warm["teardown"] = end
-            tr, _, _ = P.build_trace(small_model, 16, 3, 512, engine=eng, warm=warm)
-            c = tr.cols
-            exit_row = int(np.flatnonzero(c["op"] == Op.PROC_EXIT)[-1])
-            last_unmap = int(np.flatnonzero(c["op"] == Op.MUNMAP)[-1])
-        rows = slice(last_unmap + 1, exit_row)
+        tr, _, _ = P.build_trace(small_model, 16, 3, 512, engine=eng, warm=warm)
+        c = tr.cols
+        size = int(c["npages"][(c["op"] == Op.MMAP) & (c["map"] == heap)][0])
+        written = end["anon"] if end else size
+        rows = slice(int(np.flatnonzero(c["op"] == Op.MUNMAP)[-1]) + 1, int(np.flatnonzero(c["op"] == Op.PROC_EXIT)[-1]))
         pages = sorted(_pages_of(tr, rows, heap))
         assert len(pages) == written and np.diff([-1] + pages + [size]).max() <= -(-size // written) + 1
         if end:
