@@ -185,7 +185,7 @@ def buffers_from_log(log: str) -> dict:
     return out
 
 
-def mapped_file_pages(pid="self") -> dict:
+def mapped_file_pages(pid="self", skip=()) -> dict:
     """Per file a process maps (basename): its resident file pages in executable mappings (text) and
     in the others (rodata, relro, data), and of each those no other process maps:
     {name: [text, other, text_alone, other_alone]} (/proc/PID/pagemap: bit 63 present, 61 a file
@@ -193,12 +193,13 @@ def mapped_file_pages(pid="self") -> dict:
     is charged for; a page another process maps (the recorder's interpreter maps the same libpython,
     libc and numpy) was read and charged there, drop_caches leaves it, and reclaim of this process's
     cgroup never takes it. (After drop_caches the two are the same pages: /proc/kpagecgroup names
-    this cgroup for exactly the exclusive ones, checked for every library of the engine.)"""
+    this cgroup for exactly the exclusive ones, checked for every library of the engine.) Files in
+    `skip` (paths) are not read."""
     out = {}
     with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb", buffering=0) as pm:
         for line in maps:
             f = line.split(None, 5)
-            if len(f) < 6 or int(f[4]) == 0:
+            if len(f) < 6 or int(f[4]) == 0 or f[5].strip() in skip:
                 continue
             lo, hi = (int(x, 16) for x in f[0].split("-"))
             pm.seek(lo // 4096 * 8)
@@ -488,7 +489,7 @@ def referenced_pages(pid, skip=()) -> dict:
                 elif n:
                     d = execs if x else files
                     d[cur] = d.get(cur, 0) + n
-    res = mapped_file_pages(pid)
+    res = mapped_file_pages(pid, skip)      # not the model's pagemap entries: it is not counted here
     own = [{name: round(n * r[k + 2] / r[k]) if (r := res.get(name)) and r[k] else n for name, n in d.items()}
            for k, d in ((0, execs), (1, files))]
     return {"anon": anon, "files": {k: v for k, v in own[1].items() if v},
