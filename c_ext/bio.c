@@ -86,7 +86,14 @@ void bio_endio(struct km_emu *e)
  * for the threads of a graph node). */
 void folio_wait_locked(struct km_emu *e, folio_id f)
 {
-    if (!e->io_on || !(e->folios[f].flags & PG_locked)) return;
+    if (!e->io_on) return;
+    if (e->threads_on) {              /* this thread's clock may lag reads another has seen complete */
+        if (e->io_done[f] == INT64_MAX) submit_read(e);
+        if (e->io_done[f] > io_clock(e)) { count(e, VM_io_waits, 1); thread_wait_until(e, e->io_done[f]); }
+        bio_endio(e);
+        return;
+    }
+    if (!(e->folios[f].flags & PG_locked)) return;
     if (e->io_done[f] == INT64_MAX) submit_read(e);
     int64_t u = e->io_done[f], now = io_clock(e);
     if (u <= now) { bio_endio(e); return; }
@@ -104,6 +111,15 @@ void folio_wait_locked(struct km_emu *e, folio_id f)
     count(e, VM_io_wait_ns, first - now);
     e->io_delay += first - now;
     bio_endio(e);
+}
+
+/* A thread with its own clock (handle_range_threads()) waits: only its clock moves. */
+void thread_wait_until(struct km_emu *e, int64_t until)
+{
+    int64_t now = io_clock(e);
+    if (until <= now) return;
+    e->thread_wait += until - now;
+    e->io_delay = until - e->now;
 }
 
 /* The graph node ends: every thread has its folio before the next node starts, which starts no

@@ -1,5 +1,6 @@
 /* The page cache (mm/filemap.c): folios of a file, added by readahead and faults, removed by
  * reclaim with a shadow entry left behind for workingset refault detection. */
+#include <stdlib.h>
 #include <string.h>
 #include "mm.h"
 
@@ -73,6 +74,10 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
     /* reclaim cannot add pages, but be exact */
     if (!page_cache_range_empty(o->folio + index, nr)) { mem_cgroup_uncharge(e, nr); return 0; }
     folio_id id = folio_alloc(e, order);
+    if (e->cfg.nr_threads > 1) {                 /* in the xarray once charged: the others see it from now */
+        if (!e->added_at && !(e->added_at = malloc(sizeof(int64_t) * (size_t)e->cap_folios))) abort();
+        e->added_at[id] = io_clock(e);
+    }
     struct folio *f = &e->folios[id];
     f->obj = obj;
     f->index = index;
@@ -95,6 +100,7 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
     count(e, VM_pgpgin, nr);                      /* read from storage (folio is !uptodate) */
     if (shadow) workingset_refault(e, id, shadow);
     folio_add_lru(e, id);
+    thread_yield(e);                              /* the other threads go on meanwhile */
     return 0;
 }
 

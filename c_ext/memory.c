@@ -85,7 +85,8 @@ static int do_fault_around(struct km_emu *e, int32_t vi, int64_t p)
      * window start, goes in as one PMD (next_uptodate_folio() skips PG_readahead folios) */
     if (v->anon < 0 && !(from & ((1LL << PMD_ORDER) - 1))) {
         folio_id f0 = o->folio[v->pgoff + from];
-        if (f0 >= 0 && !(e->folios[f0].flags & (PG_readahead | PG_locked)) && map_pmd(e, vi, from, f0)) {
+        if (f0 >= 0 && folio_added(e, f0) && !(e->folios[f0].flags & (PG_readahead | PG_locked)) &&
+            map_pmd(e, vi, from, f0)) {
             count(e, VM_fault_around_pages, (1LL << PMD_ORDER) - 1);
             return 1;                                    /* (the PMD path leaves mmap_miss as it was) */
         }
@@ -97,7 +98,8 @@ static int do_fault_around(struct km_emu *e, int32_t vi, int64_t p)
         if (v->pte[q] & PTE_PRESENT) continue;
         if (v->anon >= 0 && e->objs[v->anon].swap && e->objs[v->anon].swap[q] >= 0) continue;
         folio_id f = o->folio[v->pgoff + q];
-        if (f < 0 || (e->folios[f].flags & (PG_readahead | PG_locked))) continue;   /* !uptodate */
+        if (f < 0 || !folio_added(e, f) || (e->folios[f].flags & (PG_readahead | PG_locked)))
+            continue;                                    /* not there yet, or !uptodate */
         set_pte(e, v, q, q == p ? PTE_YOUNG : young, f);
         if (q == p) mapped_fault = 1;
         else count(e, VM_fault_around_pages, 1);
@@ -117,7 +119,7 @@ static folio_id filemap_fault(struct km_emu *e, int32_t vi, int64_t p)
     int64_t idx = v->pgoff + p;
     folio_id f = e->objs[obj].folio[idx];
     count(e, VM_filemap_fault, 1);                      /* trace_mm_filemap_fault */
-    if (f >= 0) {
+    if (f >= 0 && folio_added(e, f)) {
         /* filemap_get_folio() returned the folio with a reference, held across
          * do_async_mmap_readahead(): the readahead's allocations may reclaim, but not this folio
          * (__remove_mapping() -> folio_ref_freeze() fails; shrink_folio_list() keeps it). */
@@ -136,6 +138,7 @@ static folio_id filemap_fault(struct km_emu *e, int32_t vi, int64_t p)
         f = e->objs[obj].folio[idx];
         if (e->io_on) submit_read(e);                    /* filemap_read_folio() */
     }
+    if (f >= 0 && !folio_added(e, f)) thread_wait_until(e, e->added_at[f]);   /* another thread's window */
     if (f >= 0) folio_wait_locked(e, f);
     count(e, VM_stall_read_ios, 1);                     /* the task waits for this read */
     count(e, VM_stall_read_pages, (int64_t)(e->vm[VM_pgpgin] - before));
@@ -242,7 +245,8 @@ static int handle_mm_fault(struct km_emu *e, int32_t vi, int64_t p, int write)
         return 0;
     }
     int64_t idx = v->pgoff + p;
-    int was_cached = e->objs[v->obj].folio[idx] >= 0;
+    folio_id c = e->objs[v->obj].folio[idx];
+    int was_cached = c >= 0 && folio_added(e, c);
     folio_id f = filemap_fault(e, vi, p);
     if (f < 0) return -1;
     v = &e->vmas[vi];
@@ -323,6 +327,94 @@ int64_t handle_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int 
 {
     if (e->policy->handle_range) return e->policy->handle_range(e, vi, page, n, write);
     return handle_range_faults(e, vi, page, n, write);
+}
+
+/* ggml_compute_forward_mul_mat() on nth threads reading one weight: its rows go in chunks of
+ * `chunk` pages (64 rows in decode), thread i starts on chunk i and each then takes the next
+ * untaken one as it finishes (threadpool->current_chunk), so the threads read neighbouring chunks
+ * at once. Each thread runs on its own clock (the node's start, its share of the node's compute,
+ * its waits and its own reclaim); the one furthest behind goes next, up to and through its next
+ * fault. While a thread adds a readahead window folio by folio, the threads behind its clock go on
+ * (thread_yield()), so they find the window part added: a folio becomes visible at the time of its
+ * charge (added_at), a thread that reaches a page not added yet finds no folio (filemap_fault()
+ * counts a major fault and reads around it too), and a window stops its large folios at the first
+ * folio the other added (page_cache_ra_order()). The node ends with its last thread
+ * (ggml_barrier()): its clock's lead over the node's compute is the wait the next node sees, and
+ * that thread's read waits are the read stall counted. */
+static void thread_step(struct km_emu *e, int k)
+{
+    struct mm_threads *th = &e->th;
+    int prev = th->cur;
+    int64_t prev_delay = e->io_delay, prev_wait = e->thread_wait;
+    const uint8_t *pte = e->vmas[th->vi].pte;
+    int64_t p = th->p[k], q = p;
+    while (q < th->end[k] && (pte[q] & PTE_PRESENT)) q++;
+    int64_t m = (q < th->end[k] ? q + 1 : q) - p;
+    th->p[k] += m;                                       /* taken, before any other thread runs */
+    th->ran[k] = ++th->steps;
+    th->cur = k;
+    e->io_delay = th->clock[k] - e->now;
+    e->thread_wait = th->wait[k];
+    handle_range_faults(e, th->vi, p, m, FAULT_READ);
+    th->clock[k] = io_clock(e) + m * th->per_page;
+    th->wait[k] = e->thread_wait;
+    if (th->p[k] == th->end[k] && th->next < th->nchunks) {     /* the next untaken chunk */
+        th->p[k] = th->page + th->next++ * th->chunk;
+        th->end[k] = th->p[k] + th->chunk < th->page + th->n ? th->p[k] + th->chunk : th->page + th->n;
+    }
+    th->cur = prev;
+    e->io_delay = prev_delay;
+    e->thread_wait = prev_wait;
+}
+
+/* The thread furthest behind `before` with pages left (other than the current one), or -1; of
+ * threads at one time, the one that ran least recently (they run side by side). */
+static int thread_next(const struct km_emu *e, int64_t before)
+{
+    const struct mm_threads *th = &e->th;
+    int k = -1;
+    for (int j = 0; j < th->nth; j++)
+        if (j != th->cur && th->p[j] < th->end[j] && th->clock[j] < before &&
+            (k < 0 || th->clock[j] < th->clock[k] || (th->clock[j] == th->clock[k] && th->ran[j] < th->ran[k])))
+            k = j;
+    return e->vmas[th->vi].alive ? k : -1;
+}
+
+/* A folio was added (filemap_add_folio()): the threads behind this one's clock take their steps
+ * until they are not. Their own faults run whole (one level of this). */
+void thread_yield(struct km_emu *e)
+{
+    struct mm_threads *th = &e->th;
+    if (!e->threads_on || th->yielding) return;
+    th->yielding = 1;
+    for (int k; (k = thread_next(e, io_clock(e))) >= 0;) thread_step(e, k);
+    th->yielding = 0;
+}
+
+int64_t handle_range_threads(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int64_t chunk, int64_t node_ns)
+{
+    struct mm_threads *th = &e->th;
+    int nth = e->cfg.nr_threads < 64 ? e->cfg.nr_threads : 64;
+    int64_t nchunks = (n + chunk - 1) / chunk;
+    if (nth < 2 || nchunks < 2 || e->policy->handle_range || !e->vmas[vi].alive)
+        return handle_range(e, vi, page, n, FAULT_READ);
+    int64_t start = io_clock(e), delay0 = e->io_delay;
+    *th = (struct mm_threads){ .nth = nth, .cur = -1, .vi = vi, .page = page, .n = n, .chunk = chunk,
+                               .nchunks = nchunks, .next = nth, .per_page = node_ns * nth / n };
+    for (int k = 0; k < nth; k++) {
+        th->p[k] = page + k * chunk < page + n ? page + k * chunk : page + n;
+        th->end[k] = th->p[k] + chunk < page + n ? th->p[k] + chunk : page + n;
+        th->clock[k] = start;
+    }
+    e->threads_on = 1;
+    for (int k; (k = thread_next(e, INT64_MAX)) >= 0;) thread_step(e, k);
+    e->threads_on = 0;
+    int last = 0;
+    for (int k = 1; k < nth; k++) if (th->clock[k] > th->clock[last]) last = k;
+    int64_t delay = th->clock[last] - (e->now + node_ns);
+    e->io_delay = delay > delay0 ? delay : delay0;
+    count(e, VM_io_wait_ns, th->wait[last]);
+    return n;
 }
 
 /* zap_pte_range(): unmap pages. Anonymous pages and their swap slots are freed when free_anon;

@@ -278,6 +278,16 @@ struct km_emu {
     int64_t io_delay;                          /* the tasks' clock less trace time: their read waits */
     int64_t dev_free;                          /* the device has read everything queued by then */
     int64_t io_wait[64]; int nr_io_wait;       /* threads of this graph node waiting: until when */
+    int64_t *added_at;                         /* per file folio: when it entered the page cache (2+ threads) */
+    int threads_on;                            /* handle_range_threads(): this thread runs on its own clock */
+    int64_t thread_wait;                       /* ... and has waited this long for reads */
+    struct mm_threads {                        /* ... the matmul's threads (memory.c) */
+        int nth, cur, yielding;
+        int32_t vi;
+        int64_t page, n, chunk, nchunks, next, per_page, steps;
+        int64_t p[64], end[64], clock[64], wait[64], ran[64];   /* each thread's next page, chunk end,
+                                                                 * clock, waits, last step */
+    } th;
 
     /* timeline */
     int64_t next_sample;
@@ -436,6 +446,8 @@ void page_cache_async_ra(struct km_emu *e, int32_t obj, folio_id f, int64_t inde
  * page stays same-filled for zram). */
 enum { FAULT_READ, FAULT_WRITE, FAULT_WRITE_ZERO };
 int64_t handle_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int write);
+int64_t handle_range_threads(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int64_t chunk, int64_t node_ns);
+void thread_yield(struct km_emu *e);
 void zap_page_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int free_anon);
 int32_t anon_object_new(struct km_emu *e, int64_t npages, int cls);
 void rmap_add(struct km_emu *e, int32_t obj, int32_t vma);
@@ -462,6 +474,13 @@ static inline void bio_poll(struct km_emu *e)
 }
 void folio_wait_locked(struct km_emu *e, folio_id f);
 void io_barrier(struct km_emu *e, int64_t next);
+/* A folio another thread's readahead has not added yet on this thread's clock is not in the page
+ * cache for this thread (handle_range_threads()). */
+static inline int folio_added(const struct km_emu *e, folio_id f)
+{
+    return !e->threads_on || e->added_at[f] <= io_clock(e);
+}
+void thread_wait_until(struct km_emu *e, int64_t until);
 
 /* madvise.c / mlock.c / fadvise */
 void do_madvise(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int advice);

@@ -36,6 +36,7 @@ static void folios_grow(struct km_emu *e, int64_t cap)
     e->folios = n;
     e->cap_folios = cap;
     if (e->io_done && !(e->io_done = realloc(e->io_done, sizeof(int64_t) * (size_t)cap))) abort();
+    if (e->added_at && !(e->added_at = realloc(e->added_at, sizeof(int64_t) * (size_t)cap))) abort();
 }
 
 

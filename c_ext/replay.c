@@ -69,7 +69,7 @@ void km_free(struct km_emu *e)
     for (int32_t i = 0; i < e->nr_vmas; i++) free(e->vmas[i].pte);
     free(e->objs); free(e->vmas); free(e->tasks); free(e->folios); free(e->file_obj);
     free(e->task_vm); free(e->phase_vm); free(e->tl); free(e->zram_size); free(e->zram_free);
-    free(e->policy_data); free(e->ioq); free(e->io_done);
+    free(e->policy_data); free(e->ioq); free(e->io_done); free(e->added_at);
     free(e);
 }
 
@@ -216,6 +216,13 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             if ((ok = vma_ok(e, i, map[i], page[i], npages[i])) != 0) { if (ok < 0) return -1; break; }
             int write = op[i] == OP_READ ? FAULT_READ : (flags[i] & WRITE_F_ZERO) ? FAULT_WRITE_ZERO : FAULT_WRITE;
             e->trace_range = 1;
+            if (op[i] == OP_READ && arg[i] > 0) {         /* a matmul's weight on cfg.nr_threads threads */
+                int64_t j = i + 1;
+                while (j < n && t[j] == t[i]) j++;
+                handle_range_threads(e, map[i], page[i], npages[i], arg[i], j < n ? t[j] - t[i] : 0);
+                e->trace_range = 0;
+                break;
+            }
             int64_t j = e->policy->handle_pages && npages[i] == 1 ?
                         single_page_run(e, i, n, t, task, op, map, page, npages, flags) : i + 1;
             if (j > i + 1) {

@@ -86,6 +86,30 @@ def get_rows_order(ids, nth):
     return ids[i[i < n]]
 
 
+def mul_mat_chunk_pages(t: TensorInfo, n_rows: int, nth: int) -> int:
+    """Pages of weight t in each chunk nth threads take (trace READ arg, the emulator's threads
+    reading side by side); 0 for one reader. Thread i starts on chunk i and each takes the next as
+    it finishes (ggml_threadpool_chunk_add()).
+    - one token row (decode): ggml_compute_forward_mul_mat(), chunks of 64 weight rows, or nth
+      chunks when that makes fewer than 4 per thread;
+    - more: llamafile_sgemm() (it declines n < 2). tinyBLAS (F32, F16, BF16) takes jobs of
+      RM * BM = 16 rows (8 or 4 where the rows do not divide, sgemm.cpp's matmul()); tinyBLAS_Q0_AVX
+      (Q8_0, Q4_0 on x86) gives each thread one contiguous block of row tiles (gemm(): duty)."""
+    if nth < 2 or len(t.shape) < 2:
+        return 0
+    rows = t.n_bytes // t.row_bytes
+    if n_rows == 1:
+        nchunk = -(-rows // 64)
+        chunk = -(-rows // (nth if nchunk < nth * 4 else nchunk))
+    elif t.type in ("F32", "F16", "BF16"):
+        chunk = next((r for r in (16, 8, 4) if rows % r == 0 and (r < 16 or rows // 16 >= nth)), 0)
+    elif t.type in ("Q8_0", "Q4_0"):
+        chunk = -(-rows // nth)
+    else:
+        return 0
+    return max(1, round(chunk * t.row_bytes / P)) if chunk else 0
+
+
 def _pad(x, n):
     return -(-x // n) * n
 
@@ -257,7 +281,7 @@ class LlamaSession:
                  repack="auto", moe_routing="uniform", seed=0, time_model=None, kv_max_runs=64,
                  compute_buffer_bytes=None, host: HostSet | None = None, threads=1):
         self.L = layout_of(model)
-        self.threads = max(1, int(threads))   # ggml's threads: how get_rows splits a batch
+        self.threads = max(1, int(threads))   # ggml's threads: how get_rows and decode matmuls split
         # the compute buffer's size as llama.cpp reports it ("CPU compute buffer size"), when known;
         # the pages a ubatch touches are still estimated (_compute_bytes), capped by it
         self.compute_buffer_bytes = compute_buffer_bytes
@@ -392,9 +416,9 @@ class LlamaSession:
     def _map_of(self, kind):
         return {"file": self.m_file, "repack": self.m_repack, "cpu": self.m_cpu}[kind]
 
-    def _acc(self, t, op, m, off, nbytes):
+    def _acc(self, t, op, m, off, nbytes, arg=0):
         a, n = _page_span(off, nbytes)
-        self._buf.append((int(t), self.pid, int(op), int(m), int(a), int(n), 0, 0))
+        self._buf.append((int(t), self.pid, int(op), int(m), int(a), int(n), int(arg), 0))
 
     def _ev(self, t, op, m=-1, page=0, npages=0, arg=0, flags=0):
         self._buf.append((int(t), self.pid, int(op), int(m), int(page), int(npages), int(arg), int(flags)))
@@ -686,7 +710,9 @@ class LlamaSession:
                     where, base = self.out_where
                 else:
                     where, base = self.where[name]
-                self._acc(int(tm_.t), Op.READ, self._map_of(where), base, tt.n_bytes)
+                mm = where != "repack" and (_is_matmul_weight(tt) or name == "token_embd.weight")
+                chunk = mul_mat_chunk_pages(tt, n_rows, self.threads) if mm else 0
+                self._acc(int(tm_.t), Op.READ, self._map_of(where), base, tt.n_bytes, chunk)
                 tm_.adv(tt.n_bytes, n_rows * _macs_per_row(kind, tt, hp))
             elif kind == "router":
                 tt = self.L.tensor(name)

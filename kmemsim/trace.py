@@ -27,7 +27,8 @@ class Op(IntEnum):
     MMAP = 2         # map: new mapping id; page = file pgoff (0 for anon); npages = length;
                      # arg = file id or -1 for anonymous; flags = MapFlag | class << CLASS_SHIFT
     MUNMAP = 3       # map, page, npages: the range to unmap (whole mapping when npages covers it)
-    READ = 4         # map, page (index in mapping), npages
+    READ = 4         # map, page (index in mapping), npages; arg > 0: a matmul's weight, read by
+                     # the emulator's threads in chunks of arg pages taken in turn (0: one reader)
     WRITE = 5        # flags: WriteFlag
     MADVISE = 6      # map, page, npages, arg = Advice
     FADVISE = 7      # arg = Advice; map = -1; page/npages are file pages; flags = file id
@@ -172,6 +173,7 @@ def validate(tr: Trace) -> None:
     first(mm & (c["npages"] == 0), "MMAP of zero pages")
     first(np.isin(op, [Op.FADVISE, Op.FREAD, Op.OPEN]) & ~np.isin(c["flags"].astype(np.int64), known_files),
           "FADVISE/FREAD/OPEN names a file not in the trace metadata (flags is the file id)")
+    first((op == Op.READ) & (c["arg"] < 0), "READ with a negative chunk (arg: pages each thread takes, or 0)")
     first((op == Op.PHASE) & ((c["arg"] < 0) | (c["arg"] >= max(1, len(tr.meta.get("phases", []))))),
           "PHASE names a phase not in the trace metadata")
 

@@ -786,3 +786,44 @@ def test_threads_of_a_graph_node_wait_together():
     two = trace().run(memcg_limit=1 << 30, threads=2, **IO).summary
     assert one["io_wait_ns"] == LAT + 1024 * NS         # behind all 512 of the first window
     assert two["io_wait_ns"] == LAT + 256 * NS          # the first bio; the node covers the rest
+
+
+def _matmul_trace(chunk, filler=0):
+    # A decode matmul's weight, pages [100, 116), read by the node's threads in chunks (trace READ
+    # arg); before it, `filler` pages of another part of the file read with read(2), so the cgroup
+    # is full of unmapped page cache when the weight is read.
+    tr = T(file_pages=4096)
+    if filler:
+        tr.op(Op.FREAD, -1, 2000, filler, 0, tr.f)
+    m = tr.mmap(4096)
+    tr.op(Op.READ, m, 100, 16, chunk)
+    return tr
+
+
+def test_threads_of_a_matmul_start_on_their_own_chunks():
+    # ggml_compute_forward_mul_mat(): thread i starts on chunk i. With two threads and 8-page chunks
+    # thread 1 faults on page 108 as thread 0 faults on page 100. Nothing to reclaim, so thread 0's
+    # read-around window [84, 116) (ra_pages / 2 back from the fault, do_sync_mmap_readahead()) is
+    # in the page cache at once, and thread 1's fault finds page 108 there: one major fault, as for
+    # one reader. A window that does not cover the other thread's chunk (read_ahead_kb 32: [92, 108))
+    # leaves it a miss of its own: filemap_fault() counts a second major fault.
+    for ra_kb, majors in ((128, 1), (32, 2)):
+        one = _matmul_trace(0).run(memcg_limit=1 << 30, read_ahead_kb=ra_kb, threads=2).summary
+        two = _matmul_trace(8).run(memcg_limit=1 << 30, read_ahead_kb=ra_kb, threads=2).summary
+        assert (one["pgmajfault"], two["pgmajfault"]) == (1, majors), ra_kb
+        assert one["file_pages_added"] <= two["file_pages_added"]
+
+
+def test_a_window_another_thread_is_still_adding_is_a_miss():
+    # Under the limit each folio's charge reclaims first (try_charge_memcg() ->
+    # try_to_free_mem_cgroup_pages()), and the task pays for the folios it drops (file_folio_us).
+    # page_cache_ra_order() adds the window folio by folio, each visible from its charge on, while
+    # the other thread goes on: thread 1 reaches page 108 before thread 0's window has added it,
+    # finds no folio and takes a major fault of its own (filemap_fault()). Reclaim that costs no
+    # time leaves the window whole before thread 1 runs: one major fault, as for one reader.
+    kw = dict(memcg_limit=300 * 4096, read_ahead_kb=128, threads=2, max_folio_order=9, fault_around_bytes=65536)
+    slow = _matmul_trace(8, filler=400).run(file_folio_us=10, **kw).summary
+    quick = _matmul_trace(8, filler=400).run(**kw).summary
+    one = _matmul_trace(0, filler=400).run(file_folio_us=10, **kw).summary
+    assert (one["pgmajfault"], quick["pgmajfault"], slow["pgmajfault"]) == (1, 1, 2)
+    assert slow["file_pages_added"] == quick["file_pages_added"]       # the same pages, read once

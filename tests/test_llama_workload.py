@@ -199,3 +199,39 @@ def test_a_step_takes_its_weight_bytes_and_its_matmuls_time():
     assert no_out == pytest.approx(mats - last_ffn + 16 * rows + 16 * m_tok, rel=1e-3)
     with_out = at["decode token 0"] - at["prefill ubatch 1"]
     assert with_out == pytest.approx(mats + head + 16 * rows + 16 * m_tok + m_out, rel=1e-3)
+
+
+def test_matmuls_are_read_in_chunks_the_threads_take_in_turn():
+    # Which rows of a weight each of nth threads reads, and in what turn:
+    # - one token row: ggml_compute_forward_mul_mat() (ggml-cpu.c) makes chunks of 64 rows
+    #   (chunk_size 64 when nr1 == 1), or nth chunks when that gives fewer than nth * 4; thread i
+    #   starts on chunk i and the rest go to whoever finishes first. Llama-3.2-1B's Q8_0 rows of
+    #   2,048 elements are 2,176 bytes: 64 rows are 34 pages;
+    # - more token rows: llamafile_sgemm() runs the matmul. tinyBLAS_Q0_AVX (Q8_0, Q4_0) gives
+    #   each thread one contiguous block (gemm(): duty), tinyBLAS (F16) jobs of 16 rows;
+    # - one thread, or a repacked weight (CPU_REPACK's own gemv): one reader (arg 0).
+    L = synth.layout_from_preset("Llama-3.2-1B", type="q8_0", layers=1)
+    q = L.tensor("blk.0.attn_q.weight")
+    assert (q.row_bytes, lw.mul_mat_chunk_pages(q, 1, 2)) == (2176, 34)
+    assert lw.mul_mat_chunk_pages(q, 64, 2) == 1024 * 2176 // PAGE_SIZE
+    assert lw.mul_mat_chunk_pages(q, 1, 1) == lw.mul_mat_chunk_pages(q, 64, 1) == 0
+    small = synth.layout_from_preset(type="f16", n_layer=1, n_embd=256, n_ff=512, n_head=4, n_head_kv=4,
+                                     n_vocab=512).tensor("blk.0.attn_q.weight")
+    assert lw.mul_mat_chunk_pages(small, 1, 2) == 128 * 512 // PAGE_SIZE     # 256 rows < 64 * 8: halves
+    assert lw.mul_mat_chunk_pages(small, 64, 2) == 16 * 512 // PAGE_SIZE
+    L4 = synth.layout_from_preset("Llama-3.2-1B", type="q4_0", layers=1)
+    q4 = L4.tensor("blk.0.attn_q.weight")             # 1,152-byte rows: 64 are 18 pages
+    for repack, chunked in (("none", True), ("avx2", False)):
+        b = trace.TraceBuilder("t")
+        s = lw.LlamaSession(L4, b, ctx=256, repack=repack, threads=2)
+        s.request(8, 2, s.load(0))
+        tr = b.build()
+        c = tr.cols
+        decode_ids = [i for i, name in enumerate(tr.meta["phases"]) if name.startswith("decode")]
+        decode = c["t"] >= c["t"][(c["op"] == Op.PHASE) & np.isin(c["arg"], decode_ids)].min()
+        attn_q = (c["op"] == Op.READ) & (c["npages"] > 1) & (c["page"] == q4.data_offset // PAGE_SIZE)
+        if chunked:       # the prompt's 8 token rows in halves, a decode step's in 64-row chunks
+            assert c["arg"][attn_q & ~decode].tolist() == [1024 * 1152 // PAGE_SIZE]
+            assert c["arg"][attn_q & decode].tolist() == [18, 18]
+        else:             # q4_0 repacked (CPU_REPACK): the copy's reads, one reader
+            assert not (attn_q & decode).any() and not (c["arg"][c["op"] == Op.READ] > 0).any()

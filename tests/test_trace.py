@@ -35,6 +35,7 @@ def test_round_trip(tmp_path):
     ("page", 8, 95, "range runs past the end of its mapping"),
     ("arg", 1, 7, "MMAP names a file not in the trace metadata"),
     ("arg", 2, 7, "PHASE names a phase not in the trace metadata"),
+    ("arg", 4, -3, "READ with a negative chunk"),
 ])
 def test_validation_names_the_first_bad_row(col, row, value, msg):
     tr = small()
