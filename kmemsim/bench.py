@@ -3,6 +3,9 @@
   (a) a cyclic scan of a 1 Mi-page (4 GiB) file in half that memory, as range events: reads of
       32-page ranges, and of 4096-page (16 MiB, one large tensor) ranges; several passes.
       LRU's worst case: every pass misses on every page, as a model bigger than RAM does per token.
+      The 4096-page reads once more as a decode matmul's: two threads taking 34-page chunks in
+      turn, each on its own clock (trace READ arg; the same pages, so the ratio is the threads'
+      cost).
   (b) uniform random single pages over the same file in the same memory (stock policy).
   (c) libCacheSim's LRU on that single-page trace, through its C replay loop (c_process_trace on an
       oracleGeneral file: the per-request loop never enters Python), and kmemsim's `lru` policy on
@@ -34,8 +37,9 @@ TARGET_RANGE = 100e6      # page references per second, range events, one core
 TARGET_LRU_RATIO = 5.0    # kmemsim lru vs libCacheSim LRU
 
 
-def scan_trace(file_pages: int, chunk: int, passes: int):
-    """One file mapped shared read-only; `passes` sequential passes reading `chunk` pages a time."""
+def scan_trace(file_pages: int, chunk: int, passes: int, threads_chunk: int = 0):
+    """One file mapped shared read-only; `passes` sequential passes reading `chunk` pages a time
+    (each read by the emulator's threads in `threads_chunk`-page chunks, when given)."""
     tb = TraceBuilder(source=f"bench: cyclic scan, {chunk}-page ranges")
     fid = tb.file("bench/model.bin", file_pages)
     tb.process(0, 1, "bench")
@@ -43,7 +47,8 @@ def scan_trace(file_pages: int, chunk: int, passes: int):
     starts = np.arange(0, file_pages, chunk, dtype=np.int64)
     npages = np.minimum(chunk, file_pages - starts)
     page = np.tile(starts, passes)
-    tb.ranges(np.arange(1, page.size + 1, dtype=np.int64), 1, Op.READ, mid, page, np.tile(npages, passes))
+    tb.ranges(np.arange(1, page.size + 1, dtype=np.int64), 1, Op.READ, mid, page, np.tile(npages, passes),
+              threads_chunk)
     return tb.build()
 
 
@@ -127,6 +132,12 @@ def main(argv=None):
         dt, s, core[case] = time_replay(stock, tr, a.repeat)
         progress((case, "stock", page_refs(tr), dt, s.get("misses")))
         del tr
+    tr = scan_trace(a.pages, 4096, a.passes, threads_chunk=34)
+    case = "(a) cyclic scan, 4096-page reads, 2 threads"
+    dt, s, core[case] = time_replay(lambda: Emulator(Config(mem=mem, swappiness=60, zram=None, threads=2)),
+                                    tr, a.repeat)
+    progress((case, "stock", page_refs(tr), dt, s.get("misses")))
+    del tr
 
     # (b) uniform random single pages
     rng = np.random.default_rng(a.seed)
@@ -162,11 +173,14 @@ def main(argv=None):
             print("  ".join("-" * x for x in w))
     print()
     range_rate = max(r / t for c, p, r, t, m in rows if c.startswith("(a)"))
+    one, two = (next(r / t for c, p, r, t, m in rows if c == f"(a) cyclic scan, 4096-page reads{x}")
+                for x in ("", ", 2 threads"))
     k_rate, l_rate = k_lru_refs / k_lru_dt, l_n / l_dt
     same = k_lru_miss == l_miss and k_lru_refs == l_n
     ok = lambda b: "ok" if b else "BELOW TARGET"  # noqa: E731
     print(f"range events vs target 100 M refs/s:  {range_rate / 1e6:.1f} M refs/s = "
           f"{range_rate / TARGET_RANGE:.2f}x  {ok(range_rate >= TARGET_RANGE)}")
+    print(f"two threads vs one reader (4096):     {two / one:.2f}x")
     print(f"kmemsim lru vs libCacheSim LRU:       {k_rate / l_rate:.2f}x (target >= "
           f"{TARGET_LRU_RATIO:.0f}x)  {ok(k_rate / l_rate >= TARGET_LRU_RATIO)}")
     print(f"misses identical:                     {'yes' if same else 'NO'} "
