@@ -1,6 +1,9 @@
 /* Faults and the page table (mm/memory.c, mm/filemap.c: filemap_fault, filemap_map_pages).
  * The trace says which pages a task touches; this file decides what the kernel does about it.
  * Pages already mapped are hits: the hardware sets the young bit and the kernel never hears of it. */
+#undef _FORTIFY_SOURCE      /* its __longjmp_chk() refuses the jumps between the threads' stacks */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "mm.h"
 
@@ -333,62 +336,66 @@ int64_t handle_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int 
  * `chunk` pages (64 rows in decode), thread i starts on chunk i and each then takes the next
  * untaken one as it finishes (threadpool->current_chunk), so the threads read neighbouring chunks
  * at once. Each thread runs on its own clock (the node's start, its share of the node's compute,
- * its waits and its own reclaim); the one furthest behind goes next, up to and through its next
- * fault. While a thread adds a readahead window folio by folio, the threads behind its clock go on
- * (thread_yield()), so they find the window part added: a folio becomes visible at the time of its
- * charge (added_at), a thread that reaches a page not added yet finds no folio (filemap_fault()
- * counts a major fault and reads around it too), and a window stops its large folios at the first
- * folio the other added (page_cache_ra_order()). The node ends with its last thread
- * (ggml_barrier()): its clock's lead over the node's compute is the wait the next node sees, and
- * that thread's read waits are the read stall counted. */
-static void thread_step(struct km_emu *e, int k)
+ * its waits and its own reclaim) and its own stack, and the one furthest behind runs:
+ * a thread gives way after each folio it adds to the page cache (filemap_add_folio() ->
+ * thread_yield()) and after each run of pages, whenever another is behind its clock. So two
+ * threads that fault into one window add it in turn, folio by folio, each skipping what the other
+ * has added (page_cache_ra_unbounded()) and ending its large folios at the first one there
+ * (page_cache_ra_order()); a folio is visible from its charge on (added_at), so a thread reaching a
+ * page the other has not added yet finds no folio and takes a major fault of its own
+ * (filemap_fault()). The node ends with its last thread (ggml_barrier()): its clock's lead over
+ * the node's compute is the wait the next node sees, and that thread's read waits are the read
+ * stall counted. */
+#define THREAD_STACK (256 << 10)
+
+/* Back to the scheduler; _setjmp/_longjmp switch stacks without swapcontext()'s sigprocmask()
+ * system call (a thread's stack is entered once through setcontext()). */
+static void thread_leave(struct km_emu *e)
 {
     struct mm_threads *th = &e->th;
-    int prev = th->cur;
-    int64_t prev_delay = e->io_delay, prev_wait = e->thread_wait;
-    const uint8_t *pte = e->vmas[th->vi].pte;
-    int64_t p = th->p[k], q = p;
-    while (q < th->end[k] && (pte[q] & PTE_PRESENT)) q++;
-    int64_t m = (q < th->end[k] ? q + 1 : q) - p;
-    th->p[k] += m;                                       /* taken, before any other thread runs */
-    th->ran[k] = ++th->steps;
-    th->cur = k;
-    e->io_delay = th->clock[k] - e->now;
-    e->thread_wait = th->wait[k];
-    handle_range_faults(e, th->vi, p, m, FAULT_READ);
-    th->clock[k] = io_clock(e) + m * th->per_page;
-    th->wait[k] = e->thread_wait;
-    if (th->p[k] == th->end[k] && th->next < th->nchunks) {     /* the next untaken chunk */
-        th->p[k] = th->page + th->next++ * th->chunk;
-        th->end[k] = th->p[k] + th->chunk < th->page + th->n ? th->p[k] + th->chunk : th->page + th->n;
-    }
-    th->cur = prev;
-    e->io_delay = prev_delay;
-    e->thread_wait = prev_wait;
+    th->clock[th->cur] = io_clock(e);
+    th->wait[th->cur] = e->thread_wait;
+    if (!_setjmp(th->env[th->cur])) _longjmp(th->sched, 1);
 }
 
-/* The thread furthest behind `before` with pages left (other than the current one), or -1; of
- * threads at one time, the one that ran least recently (they run side by side). */
-static int thread_next(const struct km_emu *e, int64_t before)
-{
-    const struct mm_threads *th = &e->th;
-    int k = -1;
-    for (int j = 0; j < th->nth; j++)
-        if (j != th->cur && th->p[j] < th->end[j] && th->clock[j] < before &&
-            (k < 0 || th->clock[j] < th->clock[k] || (th->clock[j] == th->clock[k] && th->ran[j] < th->ran[k])))
-            k = j;
-    return e->vmas[th->vi].alive ? k : -1;
-}
-
-/* A folio was added (filemap_add_folio()): the threads behind this one's clock take their steps
- * until they are not. Their own faults run whole (one level of this). */
+/* Another thread is behind this one's clock, or at it and idle longer: it runs now. */
 void thread_yield(struct km_emu *e)
 {
     struct mm_threads *th = &e->th;
-    if (!e->threads_on || th->yielding) return;
-    th->yielding = 1;
-    for (int k; (k = thread_next(e, io_clock(e))) >= 0;) thread_step(e, k);
-    th->yielding = 0;
+    if (!e->threads_on) return;
+    int64_t now = io_clock(e);
+    for (int j = 0; j < th->nth; j++)
+        if (j != th->cur && !th->done[j] &&
+            (th->clock[j] < now || (th->clock[j] == now && th->ran[j] < th->ran[th->cur]))) {
+            thread_leave(e);
+            return;
+        }
+}
+
+/* A thread's body: the mapped pages of its chunk up to its next fault, that fault, and on. */
+static void thread_main(unsigned lo, unsigned hi)
+{
+    struct km_emu *e = (struct km_emu *)(((uintptr_t)hi << 32) | lo);
+    struct mm_threads *th = &e->th;
+    int k = th->cur;
+    while (th->p[k] < th->end[k] && e->vmas[th->vi].alive) {
+        const uint8_t *pte = e->vmas[th->vi].pte;
+        int64_t p = th->p[k], q = p;
+        while (q < th->end[k] && (pte[q] & PTE_PRESENT)) q++;
+        int64_t m = (q < th->end[k] ? q + 1 : q) - p;
+        th->p[k] += m;                                   /* taken, before any other thread runs */
+        handle_range_faults(e, th->vi, p, m, FAULT_READ);
+        e->io_delay += m * th->per_page;                 /* its compute on those pages */
+        if (th->p[k] == th->end[k] && th->next < th->nchunks) {  /* the next untaken chunk */
+            th->p[k] = th->page + th->next++ * th->chunk;
+            th->end[k] = th->p[k] + th->chunk < th->page + th->n ? th->p[k] + th->chunk : th->page + th->n;
+        }
+        thread_yield(e);
+    }
+    th->clock[k] = io_clock(e);
+    th->wait[k] = e->thread_wait;
+    th->done[k] = 1;
+    _longjmp(th->sched, 1);
 }
 
 int64_t handle_range_threads(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int64_t chunk, int64_t node_ns)
@@ -396,18 +403,47 @@ int64_t handle_range_threads(struct km_emu *e, int32_t vi, int64_t page, int64_t
     struct mm_threads *th = &e->th;
     int nth = e->cfg.nr_threads < 64 ? e->cfg.nr_threads : 64;
     int64_t nchunks = (n + chunk - 1) / chunk;
-    if (nth < 2 || nchunks < 2 || e->policy->handle_range || !e->vmas[vi].alive)
+    if (nth > nchunks) nth = (int)nchunks;
+    if (nth < 2 || e->policy->handle_range || !e->vmas[vi].alive)
         return handle_range(e, vi, page, n, FAULT_READ);
-    int64_t start = io_clock(e), delay0 = e->io_delay;
-    *th = (struct mm_threads){ .nth = nth, .cur = -1, .vi = vi, .page = page, .n = n, .chunk = chunk,
-                               .nchunks = nchunks, .next = nth, .per_page = node_ns * nth / n };
+    int64_t start = io_clock(e), delay0 = e->io_delay, steps = 0;
+    th->nth = nth; th->vi = vi; th->page = page; th->n = n; th->chunk = chunk; th->nchunks = nchunks;
+    th->next = nth; th->per_page = node_ns * nth / n;
+    uintptr_t self = (uintptr_t)e;
     for (int k = 0; k < nth; k++) {
-        th->p[k] = page + k * chunk < page + n ? page + k * chunk : page + n;
+        th->p[k] = page + k * chunk;
         th->end[k] = th->p[k] + chunk < page + n ? th->p[k] + chunk : page + n;
         th->clock[k] = start;
+        th->wait[k] = 0;
+        th->done[k] = 0;
+        th->ran[k] = 0;
+        th->started[k] = 0;
+        if (!th->stack[k] && !(th->stack[k] = malloc(THREAD_STACK))) abort();
     }
     e->threads_on = 1;
-    for (int k; (k = thread_next(e, INT64_MAX)) >= 0;) thread_step(e, k);
+    for (;;) {                        /* the thread furthest behind; of equals, the one idle longest */
+        int k = -1;
+        for (int j = 0; j < nth; j++)
+            if (!th->done[j] && (k < 0 || th->clock[j] < th->clock[k] ||
+                                 (th->clock[j] == th->clock[k] && th->ran[j] < th->ran[k])))
+                k = j;
+        if (k < 0) break;
+        th->ran[k] = ++steps;
+        th->cur = k;
+        e->io_delay = th->clock[k] - e->now;
+        e->thread_wait = th->wait[k];
+        if (!_setjmp(th->sched)) {
+            if (th->started[k]) _longjmp(th->env[k], 1);
+            th->started[k] = 1;                          /* its first run: onto its own stack */
+            getcontext(&th->start);
+            th->start.uc_stack.ss_sp = th->stack[k];
+            th->start.uc_stack.ss_size = THREAD_STACK;
+            th->start.uc_link = NULL;
+            makecontext(&th->start, (void (*)(void))thread_main, 2, (unsigned)(self & 0xffffffffu),
+                        (unsigned)(self >> 32));
+            setcontext(&th->start);
+        }
+    }
     e->threads_on = 0;
     int last = 0;
     for (int k = 1; k < nth; k++) if (th->clock[k] > th->clock[last]) last = k;

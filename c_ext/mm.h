@@ -7,6 +7,8 @@
 #define KMEMSIM_MM_H
 
 #include <stdint.h>
+#include <setjmp.h>
+#include <ucontext.h>
 #include <stddef.h>
 #include "kmemsim.h"
 
@@ -282,11 +284,15 @@ struct km_emu {
     int threads_on;                            /* handle_range_threads(): this thread runs on its own clock */
     int64_t thread_wait;                       /* ... and has waited this long for reads */
     struct mm_threads {                        /* ... the matmul's threads (memory.c) */
-        int nth, cur, yielding;
+        int nth, cur;
         int32_t vi;
-        int64_t page, n, chunk, nchunks, next, per_page, steps;
-        int64_t p[64], end[64], clock[64], wait[64], ran[64];   /* each thread's next page, chunk end,
-                                                                 * clock, waits, last step */
+        int64_t page, n, chunk, nchunks, next, per_page;
+        int64_t p[64], end[64], clock[64], wait[64];   /* each thread's next page, chunk end, clock, waits */
+        int64_t ran[64];                               /* when each last ran (the scheduler's turn) */
+        int done[64], started[64];
+        jmp_buf sched, env[64];                        /* where the scheduler and each thread left off */
+        ucontext_t start;                              /* a thread's first entry onto its stack */
+        char *stack[64];
     } th;
 
     /* timeline */

@@ -70,6 +70,7 @@ void km_free(struct km_emu *e)
     free(e->objs); free(e->vmas); free(e->tasks); free(e->folios); free(e->file_obj);
     free(e->task_vm); free(e->phase_vm); free(e->tl); free(e->zram_size); free(e->zram_free);
     free(e->policy_data); free(e->ioq); free(e->io_done); free(e->added_at);
+    for (int k = 0; k < 64; k++) free(e->th.stack[k]);
     free(e);
 }
 

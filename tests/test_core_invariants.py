@@ -1,6 +1,7 @@
 """Invariants after replays of generated traces (hypothesis): each resident page on exactly one
 list, list sizes equal their counters, resident + free (+ zram pool) = total, nothing negative
-(km_check_invariants in c_ext/replay.c), and the same input gives identical output."""
+(km_check_invariants in c_ext/replay.c), and the same input gives identical output, also with a
+matmul's threads each on its own stack and clock (READ chunks, Config.threads)."""
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -39,6 +40,8 @@ def traces(draw):
             b.event(t, pid, op, m, p, k, draw(st.sampled_from(ADVICE)))
         elif op == Op.FREAD:
             b.event(t, pid, op, -1, draw(st.integers(0, 500)), k, 0, f)
+        elif op == Op.READ:           # a matmul's chunks for the threads, or one reader
+            b.event(t, pid, op, m, p, k, draw(st.sampled_from([0, 0, 1, 4, 16])))
         else:
             b.event(t, pid, op, m, p, k)
         t += 1
@@ -60,6 +63,10 @@ def configs(draw):
                   max_folio_order=draw(st.sampled_from([0, 2, 9])),
                   lmk=draw(st.booleans()),
                   policy=draw(st.sampled_from(["stock", "lru", "is", "is-tail", "dw", "is+dw"])),
+                  threads=draw(st.integers(1, 3)),
+                  file_folio_us=draw(st.sampled_from([0.0, 10.0])),
+                  io_latency_us=draw(st.sampled_from([0.0, 100.0])),
+                  io_read_gbps=draw(st.sampled_from([0.0, 2.0])),
                   sample_ms=0)
 
 
