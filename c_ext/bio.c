@@ -87,7 +87,7 @@ void bio_endio(struct km_emu *e)
 void folio_wait_locked(struct km_emu *e, folio_id f)
 {
     if (!e->io_on) return;
-    if (e->threads_on) {              /* this thread's clock may lag reads another has seen complete */
+    if (e->th.on) {                   /* this thread's clock may lag reads another has seen complete */
         if (e->io_done[f] == INT64_MAX) submit_read(e);
         if (e->io_done[f] > io_clock(e)) { count(e, VM_io_waits, 1); thread_wait_until(e, e->io_done[f]); }
         bio_endio(e);
@@ -118,7 +118,7 @@ void thread_wait_until(struct km_emu *e, int64_t until)
 {
     int64_t now = io_clock(e);
     if (until <= now) return;
-    e->thread_wait += until - now;
+    e->th.wait[e->th.cur] += until - now;
     e->io_delay = until - e->now;
 }
 

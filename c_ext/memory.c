@@ -354,7 +354,6 @@ static void thread_leave(struct km_emu *e)
 {
     struct mm_threads *th = &e->th;
     th->clock[th->cur] = io_clock(e);
-    th->wait[th->cur] = e->thread_wait;
     if (!_setjmp(th->env[th->cur])) _longjmp(th->sched, 1);
 }
 
@@ -362,7 +361,7 @@ static void thread_leave(struct km_emu *e)
 void thread_yield(struct km_emu *e)
 {
     struct mm_threads *th = &e->th;
-    if (!e->threads_on) return;
+    if (!th->on) return;
     int64_t now = io_clock(e);
     for (int j = 0; j < th->nth; j++)
         if (j != th->cur && !th->done[j] &&
@@ -393,7 +392,6 @@ static void thread_main(unsigned lo, unsigned hi)
         thread_yield(e);
     }
     th->clock[k] = io_clock(e);
-    th->wait[k] = e->thread_wait;
     th->done[k] = 1;
     _longjmp(th->sched, 1);
 }
@@ -420,7 +418,7 @@ int64_t handle_range_threads(struct km_emu *e, int32_t vi, int64_t page, int64_t
         th->started[k] = 0;
         if (!th->stack[k] && !(th->stack[k] = malloc(THREAD_STACK))) abort();
     }
-    e->threads_on = 1;
+    th->on = 1;
     for (;;) {                        /* the thread furthest behind; of equals, the one idle longest */
         int k = -1;
         for (int j = 0; j < nth; j++)
@@ -431,7 +429,6 @@ int64_t handle_range_threads(struct km_emu *e, int32_t vi, int64_t page, int64_t
         th->ran[k] = ++steps;
         th->cur = k;
         e->io_delay = th->clock[k] - e->now;
-        e->thread_wait = th->wait[k];
         if (!_setjmp(th->sched)) {
             if (th->started[k]) _longjmp(th->env[k], 1);
             th->started[k] = 1;                          /* its first run: onto its own stack */
@@ -444,7 +441,7 @@ int64_t handle_range_threads(struct km_emu *e, int32_t vi, int64_t page, int64_t
             setcontext(&th->start);
         }
     }
-    e->threads_on = 0;
+    th->on = 0;
     int last = 0;
     for (int k = 1; k < nth; k++) if (th->clock[k] > th->clock[last]) last = k;
     int64_t delay = th->clock[last] - (e->now + node_ns);

@@ -281,10 +281,8 @@ struct km_emu {
     int64_t dev_free;                          /* the device has read everything queued by then */
     int64_t io_wait[64]; int nr_io_wait;       /* threads of this graph node waiting: until when */
     int64_t *added_at;                         /* per file folio: when it entered the page cache (2+ threads) */
-    int threads_on;                            /* handle_range_threads(): this thread runs on its own clock */
-    int64_t thread_wait;                       /* ... and has waited this long for reads */
-    struct mm_threads {                        /* ... the matmul's threads (memory.c) */
-        int nth, cur;
+    struct mm_threads {                        /* a matmul's threads (memory.c handle_range_threads()) */
+        int on, nth, cur;                      /* on: the current thread cur runs on its own clock */
         int32_t vi;
         int64_t page, n, chunk, nchunks, next, per_page;
         int64_t p[64], end[64], clock[64], wait[64];   /* each thread's next page, chunk end, clock, waits */
@@ -484,7 +482,7 @@ void io_barrier(struct km_emu *e, int64_t next);
  * cache for this thread (handle_range_threads()). */
 static inline int folio_added(const struct km_emu *e, folio_id f)
 {
-    return !e->threads_on || e->added_at[f] <= io_clock(e);
+    return !e->th.on || e->added_at[f] <= io_clock(e);
 }
 void thread_wait_until(struct km_emu *e, int64_t until);
 

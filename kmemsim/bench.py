@@ -4,8 +4,8 @@
       32-page ranges, and of 4096-page (16 MiB, one large tensor) ranges; several passes.
       LRU's worst case: every pass misses on every page, as a model bigger than RAM does per token.
       The 4096-page reads once more as a decode matmul's: two threads taking 34-page chunks in
-      turn, each on its own clock (trace READ arg; the same pages, so the ratio is the threads'
-      cost).
+      turn, each on its own stack and clock (trace READ arg; the same pages, so the ratio is the
+      threads' cost).
   (b) uniform random single pages over the same file in the same memory (stock policy).
   (c) libCacheSim's LRU on that single-page trace, through its C replay loop (c_process_trace on an
       oracleGeneral file: the per-request loop never enters Python), and kmemsim's `lru` policy on

@@ -281,7 +281,7 @@ class LlamaSession:
                  repack="auto", moe_routing="uniform", seed=0, time_model=None, kv_max_runs=64,
                  compute_buffer_bytes=None, host: HostSet | None = None, threads=1):
         self.L = layout_of(model)
-        self.threads = max(1, int(threads))   # ggml's threads: how get_rows and decode matmuls split
+        self.threads = max(1, int(threads))   # ggml's threads: how get_rows and the matmuls split
         # the compute buffer's size as llama.cpp reports it ("CPU compute buffer size"), when known;
         # the pages a ubatch touches are still estimated (_compute_bytes), capped by it
         self.compute_buffer_bytes = compute_buffer_bytes
