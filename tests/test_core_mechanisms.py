@@ -806,9 +806,10 @@ def test_threads_of_a_matmul_start_on_their_own_chunks():
     # window's mark (108) pushes an async window [116, 148): one major fault, 64 pages. Two threads
     # with 8-page chunks fault on pages 100 and 108 together: thread 0 adds its window a folio at
     # a time (page_cache_ra_unbounded()), in turn with thread 1, which finds no folio at 108 yet
-    # (filemap_fault(): a major fault of its own) and adds [92, 124); each skips what the other
-    # has added, so their union [84, 124) is read, and the index that carries thread 0's mark holds
-    # thread 1's unmarked folio: no async window.
+    # (filemap_fault(): a major fault of its own) and adds [92, 124); they add alternate pages, each
+    # skipping what the other has added, so their union [84, 124) is read. Thread 0's mark lands on
+    # 108, which thread 1 faulted on before it was there: do_async_mmap_readahead() runs only on a
+    # fault that finds its folio, so no async window.
     one = _matmul_trace(0).run(memcg_limit=1 << 30, read_ahead_kb=128, threads=2).summary
     two = _matmul_trace(8).run(memcg_limit=1 << 30, read_ahead_kb=128, threads=2).summary
     assert (one["pgmajfault"], one["file_pages_added"]) == (1, 64)
