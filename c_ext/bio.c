@@ -86,18 +86,14 @@ void bio_endio(struct km_emu *e)
  * for the threads of a graph node). */
 void folio_wait_locked(struct km_emu *e, folio_id f)
 {
-    if (!e->io_on) return;
-    if (e->th.on) {                   /* this thread's clock may lag reads another has seen complete */
-        if (e->io_done[f] == INT64_MAX) submit_read(e);
-        if (e->io_done[f] > io_clock(e)) { count(e, VM_io_waits, 1); thread_wait_until(e, e->io_done[f]); }
-        bio_endio(e);
-        return;
-    }
-    if (!(e->folios[f].flags & PG_locked)) return;
+    /* a thread on its own clock (handle_range_threads()) may lag reads another has seen complete
+     * and unlocked: the read's own completion time decides */
+    if (!e->io_on || (!e->th.on && !(e->folios[f].flags & PG_locked))) return;
     if (e->io_done[f] == INT64_MAX) submit_read(e);
     int64_t u = e->io_done[f], now = io_clock(e);
     if (u <= now) { bio_endio(e); return; }
     count(e, VM_io_waits, 1);
+    if (e->th.on) { thread_wait_until(e, u); bio_endio(e); return; }
     for (int i = 0; i < e->nr_io_wait;)                  /* threads whose reads are done go on */
         if (e->io_wait[i] <= now) e->io_wait[i] = e->io_wait[--e->nr_io_wait];
         else i++;

@@ -348,27 +348,32 @@ int64_t handle_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int 
  * stall counted. */
 #define THREAD_STACK (256 << 10)
 
-/* Back to the scheduler; _setjmp/_longjmp switch stacks without swapcontext()'s sigprocmask()
- * system call (a thread's stack is entered once through setcontext()). */
-static void thread_leave(struct km_emu *e)
+/* Thread j is to run before thread k: it is behind k's clock, or at it and idle longer. */
+static int thread_before(const struct mm_threads *th, int j, int k)
 {
-    struct mm_threads *th = &e->th;
-    th->clock[th->cur] = io_clock(e);
-    if (!_setjmp(th->env[th->cur])) _longjmp(th->sched, 1);
+    return th->clock[j] < th->clock[k] || (th->clock[j] == th->clock[k] && th->ran[j] < th->ran[k]);
 }
 
-/* Another thread is behind this one's clock, or at it and idle longer: it runs now. */
+/* Another thread is to run before this one: back to the scheduler. _setjmp/_longjmp switch stacks
+ * without swapcontext()'s sigprocmask() system call (a thread's stack is entered once through
+ * setcontext()). */
 void thread_yield(struct km_emu *e)
 {
     struct mm_threads *th = &e->th;
     if (!th->on) return;
-    int64_t now = io_clock(e);
+    th->clock[th->cur] = io_clock(e);
     for (int j = 0; j < th->nth; j++)
-        if (j != th->cur && !th->done[j] &&
-            (th->clock[j] < now || (th->clock[j] == now && th->ran[j] < th->ran[th->cur]))) {
-            thread_leave(e);
+        if (j != th->cur && !th->done[j] && thread_before(th, j, th->cur)) {
+            if (!_setjmp(th->env[th->cur])) _longjmp(th->sched, 1);
             return;
         }
+}
+
+/* Thread k takes chunk c of the range. */
+static void thread_take(struct mm_threads *th, int k, int64_t c)
+{
+    th->p[k] = th->page + c * th->chunk;
+    th->end[k] = th->p[k] + th->chunk < th->page + th->n ? th->p[k] + th->chunk : th->page + th->n;
 }
 
 /* A thread's body: the mapped pages of its chunk up to its next fault, that fault, and on. */
@@ -385,10 +390,8 @@ static void thread_main(unsigned lo, unsigned hi)
         th->p[k] += m;                                   /* taken, before any other thread runs */
         handle_range_faults(e, th->vi, p, m, FAULT_READ);
         e->io_delay += m * th->per_page;                 /* its compute on those pages */
-        if (th->p[k] == th->end[k] && th->next < th->nchunks) {  /* the next untaken chunk */
-            th->p[k] = th->page + th->next++ * th->chunk;
-            th->end[k] = th->p[k] + th->chunk < th->page + th->n ? th->p[k] + th->chunk : th->page + th->n;
-        }
+        if (th->p[k] == th->end[k] && th->next < th->nchunks)
+            thread_take(th, k, th->next++);              /* the next untaken chunk */
         thread_yield(e);
     }
     th->clock[k] = io_clock(e);
@@ -409,8 +412,7 @@ int64_t handle_range_threads(struct km_emu *e, int32_t vi, int64_t page, int64_t
     th->next = nth; th->per_page = node_ns * nth / n;
     uintptr_t self = (uintptr_t)e;
     for (int k = 0; k < nth; k++) {
-        th->p[k] = page + k * chunk;
-        th->end[k] = th->p[k] + chunk < page + n ? th->p[k] + chunk : page + n;
+        thread_take(th, k, k);
         th->clock[k] = start;
         th->wait[k] = 0;
         th->done[k] = 0;
@@ -422,9 +424,7 @@ int64_t handle_range_threads(struct km_emu *e, int32_t vi, int64_t page, int64_t
     for (;;) {                        /* the thread furthest behind; of equals, the one idle longest */
         int k = -1;
         for (int j = 0; j < nth; j++)
-            if (!th->done[j] && (k < 0 || th->clock[j] < th->clock[k] ||
-                                 (th->clock[j] == th->clock[k] && th->ran[j] < th->ran[k])))
-                k = j;
+            if (!th->done[j] && (k < 0 || thread_before(th, j, k))) k = j;
         if (k < 0) break;
         th->ran[k] = ++steps;
         th->cur = k;
