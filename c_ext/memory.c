@@ -338,7 +338,8 @@ int64_t handle_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int 
  * at once. Each thread runs on its own clock (the node's start, its share of the node's compute,
  * its waits and its own reclaim) and its own stack, and the one furthest behind runs:
  * a thread gives way after each folio it adds to the page cache (filemap_add_folio() ->
- * thread_yield()) and after each run of pages, whenever another is behind its clock. So two
+ * thread_yield()), before a fault (once the compute of the mapped pages before it has brought
+ * its clock to the fault's time) and after it, whenever another is behind its clock. So two
  * threads that fault into one window add it in turn, folio by folio, each skipping what the other
  * has added (page_cache_ra_unbounded()) and ending its large folios at the first one there
  * (page_cache_ra_order()); a folio is visible from its charge on (added_at), so a thread reaching a
@@ -386,10 +387,16 @@ static void thread_main(unsigned lo, unsigned hi)
         const uint8_t *pte = e->vmas[th->vi].pte;
         int64_t p = th->p[k], q = p;
         while (q < th->end[k] && (pte[q] & PTE_PRESENT)) q++;
-        int64_t m = (q < th->end[k] ? q + 1 : q) - p;
-        th->p[k] += m;                                   /* taken, before any other thread runs */
-        handle_range_faults(e, th->vi, p, m, FAULT_READ);
-        e->io_delay += m * th->per_page;                 /* its compute on those pages */
+        th->p[k] = q < th->end[k] ? q + 1 : q;           /* taken, before any other thread runs */
+        if (q > p) {                                     /* the mapped pages and their compute */
+            handle_range_faults(e, th->vi, p, q - p, FAULT_READ);
+            e->io_delay += (q - p) * th->per_page;
+            if (q < th->end[k]) thread_yield(e);         /* the fault comes after them */
+        }
+        if (q < th->end[k]) {
+            handle_range_faults(e, th->vi, q, 1, FAULT_READ);
+            e->io_delay += th->per_page;
+        }
         if (th->p[k] == th->end[k] && th->next < th->nchunks)
             thread_take(th, k, th->next++);              /* the next untaken chunk */
         thread_yield(e);

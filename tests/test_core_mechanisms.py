@@ -830,3 +830,25 @@ def test_a_window_another_thread_is_still_adding_is_a_miss():
     one = _matmul_trace(0, filler=400).run(file_folio_us=10, **kw).summary
     assert (one["pgmajfault"], quick["pgmajfault"], slow["pgmajfault"]) == (1, 2, 3)
     assert slow["file_pages_added"] > quick["file_pages_added"]
+
+
+def test_a_thread_faults_only_once_it_has_computed_the_rows_before():
+    # A thread reaches a page of its chunk once it has computed the rows before it (the node's
+    # compute, shared by its threads: 1 ms over 16 pages and 2 threads, 125 us a page). Thread 1's
+    # chunk [108, 116) starts with four pages already mapped, so it faults on 112 500 us into the
+    # node; thread 0 faulted on 100 at the node's start and its read-around [84, 116)
+    # (do_sync_mmap_readahead()) has added 112 by then: thread 1 finds the folio (filemap_fault():
+    # no major fault, at most a wait on its lock), as one reader would.
+    def run(chunk):
+        tr = T(file_pages=4096)
+        m = tr.mmap(4096)
+        tr.op(Op.MADVISE, m, 0, 4096, Advice.RANDOM)      # VM_RAND_READ: one page per fault
+        tr.read(m, 108, 4)
+        tr.op(Op.MADVISE, m, 0, 4096, Advice.NORMAL)
+        tr.op(Op.READ, m, 100, 16, chunk)
+        tr.t += 1_000_000
+        tr.op(Op.MADVISE, m, 0, 4096, Advice.NORMAL)      # the next node, 1 ms later
+        return tr.run(memcg_limit=1 << 30, read_ahead_kb=128, threads=2).summary
+    one, two = run(0), run(8)
+    assert one["pgmajfault"] == 4 + 1                    # the four mapped pages, then page 100
+    assert two["pgmajfault"] == one["pgmajfault"]
