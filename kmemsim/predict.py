@@ -219,10 +219,11 @@ def _alive_maps(b, pid, first):
 
 def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, threads=2, zram="lz4:4G",
             swappiness=60, policy="stock", engine=None, probe=None, warm=None, keep_result=False,
-            stats_flush_ms=0.0) -> dict:
+            stats_flush_ms=0.0, device=None) -> dict:
     """Predicted metrics of the reference run (keys as in METRICS) plus the configuration.
     stats_flush_ms: how stale the memcg statistics reclaim reads are (Config.stats_flush_ms; the
-    recorder's sampling keeps them 10 ms old in the reference run; 0: read as they are)."""
+    recorder's sampling keeps them 10 ms old in the reference run; 0: read as they are).
+    device: the machine's measured profile (kmemsim.device.Device; None: _this_machine())."""
     from . import validate as V
     if not os.path.isfile(model):
         raise InputError(f"model {model!r}: no such file")
@@ -243,7 +244,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     # this machine's profile gives the emulator's clock (llama.cpp's compute between the trace's
     # events, storage time, the task's own reclaim and swap-in time) and the times reported; without
     # one, the default device's compute times the trace, reads complete at once and no time is given
-    prof = _this_machine()
+    prof = device if device is not None else _this_machine()
     tr, sess, n = build_trace(model, prompt, decode, ctx, batch, ubatch, threads, engine, probe, warm,
                               prof.time_model() if prof is not None else None)
     notes += n
@@ -290,7 +291,8 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
                                                "exec": sum(warm[k].get("exec", {}).values()),
                                                "files": sum(warm[k]["files"].values())}
                                            for k in ("prompt", "decode")} if warm else None,
-                     "repack_bytes": sess.repack_bytes, "kv_bytes": sess.kv_bytes}
+                     "repack_bytes": sess.repack_bytes, "kv_bytes": sess.kv_bytes,
+                     "device": prof.path if prof is not None else None}
     out["notes"] = notes
     if keep_result:
         out["_result"] = r
@@ -299,10 +301,14 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
 
 
 def _this_machine():
-    """This machine's measured profile (workloads/devices/this-machine.toml), or None."""
-    from . import device as dev
-    here = dev.DEVICES_DIR / "this-machine.toml"
-    return dev.load(str(here)) if here.exists() else None
+    """This machine's measured profile: the one `kmemsim validate` measured since this boot
+    (validate.device_profile), else workloads/devices/this-machine.toml (`kmemsim profile`'s, made
+    on whichever machine ran it last), or None."""
+    from . import device as dev, validate as V
+    for here in (V.boot_profile_path(), dev.DEVICES_DIR / "this-machine.toml"):
+        if os.path.exists(here):
+            return dev.load(str(here))
+    return None
 
 
 def _times(r, occ, cfg, prompt, batch, ubatch, prof) -> dict:

@@ -362,6 +362,46 @@ def _atomic_json(path, obj):
 
 
 BASELINE = "engine-baseline.json"        # beside a live run: the engine measured just before it
+PROFILE = "device-profile.toml"          # in DIR: the machine's profile the runs are predicted with
+
+
+def boot_profile_path() -> str:
+    """Where this boot's measured device profile is cached (a new machine is a new boot)."""
+    try:
+        boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+    except OSError:
+        boot = "unknown"
+    return os.path.join(_cache_dir(), f"device-profile-{boot}.toml")
+
+
+def device_profile(out, progress=None):
+    """The device profile DIR's runs are predicted with (kept in DIR/device-profile.toml, so `--reuse`
+    predicts with the profile its runs were made beside). The emulator's clock (reads in flight,
+    reclaim and compute time) and the reported TTFT/TPOT come from it, so it must be this machine's:
+    workloads/devices/this-machine.toml is whichever machine last ran `kmemsim profile` (session 14:
+    that file said 102 us per 4 KiB read, 27 us of reclaim per file folio and a 29 ms decode step of
+    the profile's model; this machine measured 43 us, 12 us and 45 ms). A validation without one in DIR
+    measures it (`kmemsim profile`, ~40 s, root) once per boot, in a process of its own (its llama.cpp
+    run would otherwise map libllama into this one, which the reference child then shares); without
+    root, the file is used."""
+    from . import device as dev, predict as P
+    from .atomic import atomic_write
+    path = os.path.join(out, PROFILE)
+    if not os.path.exists(path):
+        cache = boot_profile_path()
+        if not os.path.exists(cache):
+            if os.geteuid() != 0:
+                return P._this_machine()
+            if progress:
+                progress("measuring this machine's device profile (kmemsim profile)")
+            r = subprocess.run([sys.executable, "-m", "kmemsim.cli", "profile", "-o", cache],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:
+                last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+                raise InputError(f"measuring this machine's device profile failed: {last}; "
+                                 "run `kmemsim profile -o FILE` to see why")
+        atomic_write(path, open(cache).read())
+    return dev.load(path)
 
 
 def engine_baseline(refresh=False) -> dict:
@@ -730,6 +770,7 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     engine = None                        # the cached baseline, for runs recorded without their own
     probe = llama_probe(model, ctx, batch, ubatch, threads)
     warm = engine_warm_set(model, prompt, ctx, batch, ubatch, threads, warm_steps(decode))
+    prof = device_profile(out, progress)
     rows = []
     runs = {}
     for label, limit in lims:
@@ -758,14 +799,15 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
         else:
             eng = engine = engine or engine_baseline()
         pred = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-                         engine=eng, probe=probe, warm=warm, keep_result=True)
+                         engine=eng, probe=probe, warm=warm, keep_result=True, device=prof)
         res = pred.pop("_result")
         pred.pop("_trace")
         # Sensitivity, not an error bar: the same prediction with the engine's measured heap 1%
         # smaller and larger. Near a tipping point (reclaim turning to anon or not, a cyclic scan
         # just fitting) a few hundred KiB move the outcome as much as the bound allows.
         band = [P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-                          engine=eng, probe=dict(probe, anon_bytes=int(probe["anon_bytes"] * f)), warm=warm)
+                          engine=eng, probe=dict(probe, anon_bytes=int(probe["anon_bytes"] * f)), warm=warm,
+                          device=prof)
                 for f in SENSITIVITY]
         _atomic_json(os.path.join(d, "predicted.json"), pred)
         runs[label] = (d, res, live[0])

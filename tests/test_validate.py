@@ -22,13 +22,14 @@ docs/validation.md.
 Plus input checks of `kmemsim validate` / `kmemsim predict` (no root needed)."""
 import json
 import os
+import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from kmemsim import phases
+from kmemsim import device, phases
 from kmemsim.cli import main
 
 SHAPE = dict(type="f16", n_layer=4, n_embd=768, n_ff=2048, n_head=12, n_head_kv=4, n_vocab=32000)
@@ -102,6 +103,9 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     assert tot.loc["swap_out_pages", "predicted"] * V.PAGE == rows.loc["swap_out_bytes", "predicted"]
     assert tot.loc["major_faults", "predicted"] == rows.loc["major_faults", "predicted"]
     d = tmp_path / "out" / limit.replace("%", "pct")
+    # predicted with this machine's profile, measured on this boot and kept beside the runs
+    assert json.load(open(d / "predicted.json"))["config"]["device"] == str(tmp_path / "out" / V.PROFILE)
+    assert "kernel " + os.uname().release in (tmp_path / "out" / V.PROFILE).read_text()
     starts, _ = phases.boundaries(str(d / "run"), json.load(open(d / "llama_result.json")), path)
     fm = pd.read_parquet(d / "run" / "raw" / "filemap.parquet")
     first = fm[(fm.kind == "add") & (fm.ino == os.stat(path).st_ino)].t.min()
@@ -133,11 +137,38 @@ def test_repeated_live_runs_are_compared_by_their_median(small_model, tmp_path):
     assert V.within("storage_read_bytes", df.loc["storage_read_bytes", "predicted"],
                     df.loc["storage_read_bytes", "measured"])
     assert "lowest .. highest run" in (out / "validation.md").read_text()
+    # --reuse predicts with the profile kept in DIR, the one its runs were made beside: here its
+    # compute made four times slower, which gives a longer TPOT
+    shutil.copy(_slowed(out / V.PROFILE, tmp_path / "slow.toml"), out / V.PROFILE)
     again = V.validate(small_model, 64, 8, 512, "250%", str(out), reuse=True)
     assert (again.set_index("metric").loc["storage_read_bytes", ["measured", "live_runs"]].tolist() ==
             [df.loc["storage_read_bytes", "measured"], 2])
+    assert again.set_index("metric").loc["tpot_s", "predicted"] > df.loc["tpot_s", "predicted"]
     r = CliRunner().invoke(main, ["validate", small_model, "--repeat", "0", "-o", str(out)])
     assert r.exit_code == 2 and "--repeat" in r.output
+
+
+def _slowed(src, dst, factor=4):
+    """The profile at src with llama.cpp's compute `factor` times slower (both TimeModel rates)."""
+    import re
+    text = open(src).read()
+    for k in ("weight_gbps", "matmul_gmac_s"):
+        text = re.sub(rf"^{k} = ([0-9.]+)", lambda m: f"{k} = {float(m.group(1)) / factor}", text, flags=re.M)
+    open(dst, "w").write(text)
+    return str(dst)
+
+
+def test_prediction_times_its_run_with_the_profile_given(small_model, tmp_path):
+    # the emulator's clock (reads in flight, reclaim, compute) and TTFT/TPOT come from the device
+    # profile given: without memory pressure (the model fits, nothing is read again), the same
+    # machine with compute four times slower takes longer to the first token
+    from kmemsim import predict as P
+    size = int(os.path.getsize(small_model) * 2.5)
+    mine = str(device.DEVICES_DIR / "this-machine.toml")
+    here = P.predict(small_model, 64, 4, 512, size, device=device.load(mine))
+    slow = P.predict(small_model, 64, 4, 512, size, device=device.load(_slowed(mine, tmp_path / "slow.toml")))
+    assert slow["config"]["device"] == str(tmp_path / "slow.toml")
+    assert slow["ttft_s"] > here["ttft_s"] > 0
 
 
 def test_phases_partition_the_prediction(small_model):
