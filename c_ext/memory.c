@@ -387,13 +387,14 @@ static void thread_main(unsigned lo, unsigned hi)
         const uint8_t *pte = e->vmas[th->vi].pte;
         int64_t p = th->p[k], q = p;
         while (q < th->end[k] && (pte[q] & PTE_PRESENT)) q++;
-        th->p[k] = q < th->end[k] ? q + 1 : q;           /* taken, before any other thread runs */
+        int fault = q < th->end[k];
+        th->p[k] = q + fault;                            /* taken, before any other thread runs */
         if (q > p) {                                     /* the mapped pages and their compute */
             handle_range_faults(e, th->vi, p, q - p, FAULT_READ);
             e->io_delay += (q - p) * th->per_page;
-            if (q < th->end[k]) thread_yield(e);         /* the fault comes after them */
+            if (fault) thread_yield(e);                  /* the fault comes after them */
         }
-        if (q < th->end[k]) {
+        if (fault) {
             handle_range_faults(e, th->vi, q, 1, FAULT_READ);
             e->io_delay += th->per_page;
         }

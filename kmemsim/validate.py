@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -400,7 +401,7 @@ def device_profile(out, progress=None):
                 last = (r.stderr.strip().splitlines() or ["no output"])[-1]
                 raise InputError(f"measuring this machine's device profile failed: {last}; "
                                  "run `kmemsim profile -o FILE` to see why")
-        atomic_write(path, open(cache).read())
+        atomic_write(path, Path(cache).read_text())
     return dev.load(path)
 
 
@@ -754,9 +755,9 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     """For each limit: `repeat` live reference runs (with reuse, those already in out/<label>/ and its
     repeat-<i>/), the prediction, and the comparison against the runs' median. Writes
     out/validation.csv, validation.md, plots/ and per-limit predicted.json / measured.json (each
-    run's) and engine-baseline.json (the engine measured just before each run; the prediction uses
-    the first run's, also when reused); the phase table and plots are the first run's. Returns the
-    long table."""
+    run's), engine-baseline.json (the engine measured just before each run; the prediction uses
+    the first run's, also when reused) and device-profile.toml (device_profile); the phase table and
+    plots are the first run's. Returns the long table."""
     from . import predict as P
     lims = check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
     if int(repeat) < 1:
