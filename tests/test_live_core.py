@@ -409,4 +409,7 @@ def test_file_cycle_beside_a_hot_heap_matches_the_kernel(tmp_path):
     assert abs(emu_added - live_added) <= 0.05 * live_added, (emu_added, live_added)
     for v in (live, emu):
         assert v["workingset_activate_file"] >= 0.85 * v["workingset_refault_file"], v
-    assert live["pswpout"] == emu["pswpout"] == 0
+    # the heap is never reclaimed: none of it swapped in the emulator; live at most one batch of
+    # isolated pages (SWAP_CLUSTER_MAX, shrink_inactive_list()): a CI run on session 14's machine
+    # swapped out 1 page
+    assert emu["pswpout"] == 0 and live["pswpout"] <= 32, (live["pswpout"], emu["pswpout"])
