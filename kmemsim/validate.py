@@ -369,7 +369,7 @@ PROFILE = "device-profile.toml"          # in DIR: the machine's profile the run
 def boot_profile_path() -> str:
     """Where this boot's measured device profile is cached (a new machine is a new boot)."""
     try:
-        boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         boot = "unknown"
     return os.path.join(_cache_dir(), f"device-profile-{boot}.toml")
