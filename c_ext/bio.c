@@ -5,10 +5,17 @@
  * (next_uptodate_folio()), and a task that needs it waits (filemap_fault()'s
  * lock_folio_maybe_drop_mmap(), filemap_read()'s filemap_update_page()).
  *
- * The device reads what was submitted in order, one bio after another: a bio's folios complete at
- * the window's start (when the device is free) + latency + the bio's pages and those before it in
- * the queue x the time per page. Without a storage time in the config (io_on 0), a read completes as
- * the readahead call returns (readahead.c unlocks the window itself).
+ * The device serves the bios in flight together, each at an equal share of its bandwidth
+ * (processor sharing), as a queue of several requests is served (virtio-blk, UFS, NVMe): a bio
+ * completes when its pages x the time per page have been served at its share, plus the latency.
+ * One bio alone gets the whole bandwidth; two windows submitted back to back complete together.
+ * The live records show it on this machine's disk: llama.cpp's populate of the model, one 16 MiB
+ * window ahead, waits at every second window and not at the one between (at 120%, 34 waits of
+ * 24-45 ms and 34 of 0.2 ms in each of four runs), where reads in submission order would make it
+ * wait at each. A read a graph node's thread waits for is slowed by the bios submitted while it
+ * waits; a matmul thread on its own clock (thread_wait_until()) keeps the completion it found
+ * when it began to wait. Without a storage time in the config (io_on 0), a read
+ * completes as the readahead call returns (readahead.c unlocks the window itself).
  *
  * The clock is trace time (the compute) plus what the tasks waited for reads (io_delay). The
  * events at one trace time are one graph node that cfg.nr_threads threads share: while one waits
@@ -39,6 +46,10 @@ void bio_add_folio(struct km_emu *e, folio_id f)
             e->ioq = q;
         }
         e->ioq_unsubmitted -= e->ioq_head;
+        for (int k = 0; k < e->nr_bios; k++) {
+            e->bios[k].first -= e->ioq_head;
+            e->bios[k].last -= e->ioq_head;
+        }
         e->ioq_head = 0;
         e->ioq_tail = live;
     }
@@ -46,29 +57,89 @@ void bio_add_folio(struct km_emu *e, folio_id f)
     e->ioq[e->ioq_tail++] = (struct bio_entry){ f, INT64_MAX };
 }
 
+/* The device's service up to now: each bio still transferring gets an equal share. */
+static void device_advance(struct km_emu *e, int64_t now)
+{
+    int64_t dt = now - e->dev_t;
+    while (dt > 0) {
+        int n = 0;
+        int64_t least = INT64_MAX;
+        for (int i = 0; i < e->nr_bios; i++)
+            if (e->bios[i].rem > 0) { n++; if (e->bios[i].rem < least) least = e->bios[i].rem; }
+        if (!n) break;
+        int64_t step = least <= dt / n ? least : dt / n;  /* to the first transfer's end, or to now */
+        if (!step) break;
+        for (int i = 0; i < e->nr_bios; i++)
+            if (e->bios[i].rem > 0) e->bios[i].rem -= step;
+        dt -= step * n;
+    }
+    if (now > e->dev_t) e->dev_t = now;
+}
+
+/* Each bio's completion if no other comes: the transfers end in order of what each has left, the
+ * k-th of n after the time n, n - 1, ... bios took to serve the first k; then the latency. */
+static void device_schedule(struct km_emu *e)
+{
+    static __thread int *order;
+    static __thread int cap;
+    if (cap < e->nr_bios) { cap = 2 * e->nr_bios; order = realloc(order, sizeof *order * (size_t)cap); }
+    int n = 0;
+    for (int i = 0; i < e->nr_bios; i++) {
+        if (e->bios[i].rem <= 0) continue;
+        int k = n++;                                      /* insertion sort: a few bios in flight */
+        while (k > 0 && e->bios[order[k - 1]].rem > e->bios[i].rem) { order[k] = order[k - 1]; k--; }
+        order[k] = i;
+    }
+    int64_t t = e->dev_t, prev = 0;
+    for (int k = 0; k < n; k++) {
+        struct bio_inflight *b = &e->bios[order[k]];
+        t += (int64_t)(n - k) * (b->rem - prev);
+        prev = b->rem;
+        b->done = t + e->cfg.io_latency_ns;
+    }
+    e->io_next_done = INT64_MAX;
+    for (int i = 0; i < e->nr_bios; i++) {
+        struct bio_inflight *b = &e->bios[i];
+        if (b->done == INT64_MAX) b->done = e->dev_t + e->cfg.io_latency_ns;   /* no transfer time */
+        if (b->done < e->io_next_done) e->io_next_done = b->done;
+        if (e->ioq[b->first].done == b->done) continue;  /* its folios have it already */
+        for (int64_t q = b->first; q < b->last; q++) {
+            struct bio_entry *x = &e->ioq[q];
+            if (e->io_done[x->f] == x->done) e->io_done[x->f] = b->done;
+            x->done = b->done;
+        }
+    }
+}
+
 /* read_pages() -> submit_bio(): the folios added since the last submission go to the device, in
  * bios as ext4_mpage_readpages() builds them: consecutive folios of one file, at most BIO_MAX_VECS
- * of them; a bio completes as a whole (mpage_end_io() ends the read of each of its folios). */
+ * of them; a bio completes as a whole (mpage_end_io() ends the read of each of its folios). A
+ * thread whose clock is behind the device's submits at the device's time. */
 #define BIO_MAX_VECS 256
 void submit_read(struct km_emu *e)
 {
     int64_t i = e->ioq_unsubmitted;
     if (i == e->ioq_tail) return;
-    int64_t now = io_clock(e);
-    int64_t t = e->dev_free > now ? e->dev_free : now;
+    device_advance(e, io_clock(e));
     while (i < e->ioq_tail) {
-        int64_t j = i, next = -1;
+        int64_t j = i, next = -1, pages = 0;
         int32_t obj = e->folios[e->ioq[i].f].obj;
         for (; j < e->ioq_tail && j - i < BIO_MAX_VECS; j++) {
             struct folio *f = &e->folios[e->ioq[j].f];
             if (f->obj != obj || (next >= 0 && f->index != next)) break;
             next = f->index + folio_nr_pages(f);
-            t += folio_nr_pages(f) * e->cfg.io_ns_per_page;
+            pages += folio_nr_pages(f);
         }
-        for (; i < j; i++) e->ioq[i].done = e->io_done[e->ioq[i].f] = t + e->cfg.io_latency_ns;
+        if (e->nr_bios == e->cap_bios) {
+            e->cap_bios = e->cap_bios ? 2 * e->cap_bios : 64;
+            e->bios = realloc(e->bios, sizeof *e->bios * (size_t)e->cap_bios);
+            if (!e->bios) abort();
+        }
+        e->bios[e->nr_bios++] = (struct bio_inflight){ i, j, pages * e->cfg.io_ns_per_page, INT64_MAX };
+        i = j;
     }
-    e->dev_free = t;
     e->ioq_unsubmitted = i;
+    device_schedule(e);
 }
 
 /* The bios the device has finished by now: their folios are unlocked (folio_end_read()). A
@@ -76,10 +147,29 @@ void submit_read(struct km_emu *e)
 void bio_endio(struct km_emu *e)
 {
     int64_t now = io_clock(e);
-    while (e->ioq_head < e->ioq_unsubmitted && e->ioq[e->ioq_head].done <= now) {
-        struct bio_entry b = e->ioq[e->ioq_head++];
-        if (e->io_done[b.f] == b.done) e->folios[b.f].flags &= ~PG_locked;
+    if (e->io_next_done > now) return;
+    device_advance(e, now);                               /* the finished ones leave the shares */
+    int k = 0;
+    e->io_next_done = INT64_MAX;
+    for (int i = 0; i < e->nr_bios; i++) {
+        struct bio_inflight b = e->bios[i];
+        if (b.done <= now) {
+            for (int64_t q = b.first; q < b.last; q++)
+                if (e->io_done[e->ioq[q].f] == e->ioq[q].done) e->folios[e->ioq[q].f].flags &= ~PG_locked;
+            continue;
+        }
+        if (b.done < e->io_next_done) e->io_next_done = b.done;
+        e->bios[k++] = b;
     }
+    e->nr_bios = k;
+    while (e->ioq_head < e->ioq_unsubmitted && e->ioq[e->ioq_head].done <= now) e->ioq_head++;
+}
+
+/* When a waiting thread's read completes: later bios may have slowed it since it began to wait. */
+static int64_t io_waiter_until(const struct km_emu *e, const struct io_waiter *w)
+{
+    int64_t d = e->io_done[w->f];
+    return (e->folios[w->f].flags & PG_locked) && d != INT64_MAX && d > w->until ? d : w->until;
 }
 
 /* A task needs folio f: if it is still being read, the task waits for it (see the head comment
@@ -94,16 +184,18 @@ void folio_wait_locked(struct km_emu *e, folio_id f)
     if (u <= now) { bio_endio(e); return; }
     count(e, VM_io_waits, 1);
     if (e->th.on) { thread_wait_until(e, u); bio_endio(e); return; }
+    for (int i = 0; i < e->nr_io_wait; i++) e->io_wait[i].until = io_waiter_until(e, &e->io_wait[i]);
     for (int i = 0; i < e->nr_io_wait;)                  /* threads whose reads are done go on */
-        if (e->io_wait[i] <= now) e->io_wait[i] = e->io_wait[--e->nr_io_wait];
+        if (e->io_wait[i].until <= now) e->io_wait[i] = e->io_wait[--e->nr_io_wait];
         else i++;
     int max = e->cfg.nr_threads - 1 < 64 ? e->cfg.nr_threads - 1 : 64;
-    if (e->nr_io_wait < max) { e->io_wait[e->nr_io_wait++] = u; return; }   /* another thread goes on */
+    struct io_waiter me = { f, u };
+    if (e->nr_io_wait < max) { e->io_wait[e->nr_io_wait++] = me; return; }   /* another thread goes on */
     int k = -1;                                          /* all wait: the first read to complete */
     int64_t first = u;
     for (int i = 0; i < e->nr_io_wait; i++)
-        if (e->io_wait[i] < first) { first = e->io_wait[i]; k = i; }
-    if (k >= 0) e->io_wait[k] = u;                       /* that thread goes on; this one waits */
+        if (e->io_wait[i].until < first) { first = e->io_wait[i].until; k = i; }
+    if (k >= 0) e->io_wait[k] = me;                      /* that thread goes on; this one waits */
     count(e, VM_io_wait_ns, first - now);
     e->io_delay += first - now;
     bio_endio(e);
@@ -124,8 +216,10 @@ void thread_wait_until(struct km_emu *e, int64_t until)
 void io_barrier(struct km_emu *e, int64_t next)
 {
     int64_t last = 0;
-    for (int i = 0; i < e->nr_io_wait; i++)
-        if (e->io_wait[i] > last) last = e->io_wait[i];
+    for (int i = 0; i < e->nr_io_wait; i++) {
+        int64_t until = io_waiter_until(e, &e->io_wait[i]);
+        if (until > last) last = until;
+    }
     e->nr_io_wait = 0;
     int64_t start = next + e->io_delay;
     if (last > start) {

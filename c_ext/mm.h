@@ -278,8 +278,16 @@ struct km_emu {
     int64_t ioq_head, ioq_tail, ioq_cap, ioq_unsubmitted;   /* [unsubmitted, tail): no time yet */
     int64_t *io_done;                          /* per folio: when its read completes (while locked) */
     int64_t io_delay;                          /* the tasks' clock less trace time: their read waits */
-    int64_t dev_free;                          /* the device has read everything queued by then */
-    int64_t io_wait[64]; int nr_io_wait;       /* threads of this graph node waiting: until when */
+    struct bio_inflight {                      /* a submitted bio not yet ended */
+        int64_t first, last;                   /* its folios: ioq[first, last) */
+        int64_t rem;                           /* transfer left, ns at the full bandwidth */
+        int64_t done;                          /* its completion, if no other bio comes */
+    } *bios;
+    int nr_bios, cap_bios;
+    int64_t dev_t;                             /* the device's service is accounted up to here */
+    int64_t io_next_done;                      /* the first bios[].done (INT64_MAX: none) */
+    struct io_waiter { folio_id f; int64_t until; } io_wait[64];   /* threads of this graph node waiting */
+    int nr_io_wait;
     int64_t *added_at;                         /* per file folio: when it entered the page cache (2+ threads) */
     struct mm_threads {                        /* a matmul's threads (memory.c handle_range_threads()) */
         int on, nth, cur;                      /* on: the current thread cur runs on its own clock */
@@ -474,7 +482,7 @@ void bio_endio(struct km_emu *e);
 /* before looking at PG_locked: the reads done by now are complete (the clock moves within an event) */
 static inline void bio_poll(struct km_emu *e)
 {
-    if (e->io_on && e->ioq_head < e->ioq_unsubmitted && e->ioq[e->ioq_head].done <= io_clock(e)) bio_endio(e);
+    if (e->io_on && e->io_next_done <= io_clock(e)) bio_endio(e);
 }
 void folio_wait_locked(struct km_emu *e, folio_id f);
 void io_barrier(struct km_emu *e, int64_t next);

@@ -29,6 +29,7 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
     if (pol->init) pol->init(e);                  /* may adjust the config before anything uses it */
     e->free_folio = -1;
     e->io_on = e->cfg.io_latency_ns > 0 || e->cfg.io_ns_per_page > 0;
+    e->io_next_done = INT64_MAX;
     if (e->cfg.nr_threads < 1) e->cfg.nr_threads = 1;
     e->task_row = e->scratch[0];
     e->phase_row = e->scratch[1];
@@ -69,7 +70,7 @@ void km_free(struct km_emu *e)
     for (int32_t i = 0; i < e->nr_vmas; i++) free(e->vmas[i].pte);
     free(e->objs); free(e->vmas); free(e->tasks); free(e->folios); free(e->file_obj);
     free(e->task_vm); free(e->phase_vm); free(e->tl); free(e->zram_size); free(e->zram_free);
-    free(e->policy_data); free(e->ioq); free(e->io_done); free(e->added_at);
+    free(e->policy_data); free(e->ioq); free(e->bios); free(e->io_done); free(e->added_at);
     for (int k = 0; k < 64; k++) free(e->th.stack[k]);
     free(e);
 }
