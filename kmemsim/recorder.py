@@ -197,9 +197,12 @@ def set_sysctl(stack, name, value):
 
 
 def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_caches=False,
-                interval=INTERVAL_S, smaps_interval=5.0):
+                interval=INTERVAL_S, smaps_interval=5.0, record=True):
     """Run argv in a fresh memory cgroup and record it; returns the command's exit status as a shell
-    reports it (128+N when killed by signal N, 130 when the recording was interrupted)."""
+    reports it (128+N when killed by signal N, 130 when the recording was interrupted). record=False
+    sets the machine up and restores it the same way but attaches no probe and samples nothing: the
+    command runs as it would unobserved (the recorder's own CPU and its probes slow a run under
+    memory pressure, docs/validation.md); `out` then holds command.json and summary.json (raw/ stays empty)."""
     if not argv:
         raise InputError("no command given; usage: kmemsim run [OPTIONS] -o RUNDIR -- COMMAND...")
     limit = parse_size(mem_limit, "--mem-limit") if mem_limit else None
@@ -213,8 +216,8 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
         raise InputError(f"swap already active ({', '.join(active_swaps())}): its traffic would mix with the "
                          "run's; swapoff it first or run without --zram")
     rd = rundir.RunDir.create(out)
-    info = {"argv": list(argv), "mode": "run", "mem_limit": limit, "zram": zram, "swappiness": swappiness,
-            "drop_caches": drop_caches, "interval": interval, "cwd": os.getcwd(),
+    info = {"argv": list(argv), "mode": "run" if record else "run-unrecorded", "mem_limit": limit, "zram": zram,
+            "swappiness": swappiness, "drop_caches": drop_caches, "interval": interval, "cwd": os.getcwd(),
             "started": time.time()}
     rd.write_json("command.json", info)
     status = {"complete": False, "exit_code": None, "interrupted": False, "error": None}
@@ -237,8 +240,9 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
                 os.sync()
                 with open("/proc/sys/vm/drop_caches", "w") as f:
                     f.write("3")
-            rec = Recording(interval, cg.stat_path, zs.dev if zs else None, smaps_interval)
-            stack.callback(rec.close)
+            if record:
+                rec = Recording(interval, cg.stat_path, zs.dev if zs else None, smaps_interval)
+                stack.callback(rec.close)
             # The shell stops itself; while it is stopped we put it in the cgroup and track it, then
             # it continues and execs the command (same pid): nothing the command does escapes.
             proc = subprocess.Popen(["/bin/sh", "-c", 'kill -STOP $$; exec "$@"', "kmemsim-gate"] + list(argv),
@@ -247,8 +251,9 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
             if not os.WIFSTOPPED(st):
                 raise RuntimeError(f"the command's launcher ended before starting it (status {st})")
             cg.add(proc.pid)
-            rec.track(proc.pid)
-            rec.start(proc.pid)
+            if rec is not None:
+                rec.track(proc.pid)
+                rec.start(proc.pid)
             os.kill(proc.pid, signal.SIGCONT)
             _, st, rusage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(st)

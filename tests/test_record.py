@@ -144,3 +144,24 @@ def test_anon_beyond_limit_swap_out_matches_zram(tmp_path):
     import json
     k = json.load(open(os.path.join(out, "kernel.json")))
     assert k["zram"]["algorithm"] == "lz4" and k["mem_limit"] == 64 << 20 and k["swappiness"] == 100
+
+
+def test_an_unrecorded_run_sets_the_machine_up_the_same_way(tmp_path):
+    # validate times the reference run again unrecorded (docs/validation.md): run_command(record=False)
+    # puts the command in a limited cgroup with zram as a recorded run does, attaches no probe, and
+    # restores the machine after (machine_restored). Source for the swapping: vmstat pswpout
+    # (mm/page_io.c count_swpout_vm_event), read by the test itself around the run.
+    from kmemsim.recorder import run_command
+
+    def pswpout():
+        with open("/proc/vmstat") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("pswpout "))
+    before = pswpout()
+    out = tmp_path / "run"
+    rc = run_command([sys.executable, "-c", ANON_WRITER, "128"], str(out), mem_limit="64M", zram="lz4:512M",
+                     swappiness=100, record=False)
+    assert rc == 0
+    assert pswpout() - before > 16384                      # 128 MiB in 64 MiB: at least 64 MiB out
+    s = summary(str(out))
+    assert s["complete"] and s["exit_code"] == 0
+    assert not any((out / "raw").iterdir()) and not (out / "samples.parquet").exists()   # no probe

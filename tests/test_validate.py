@@ -105,6 +105,11 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     # predicted with this machine's profile, measured on this boot and kept beside the runs
     assert json.load(open(d / "predicted.json"))["config"]["device"] == str(tmp_path / "out" / V.PROFILE)
     assert "kernel " + os.uname().release in (tmp_path / "out" / V.PROFILE).read_text()
+    # the times are the same run's made again unrecorded (the recorder slows a run under pressure)
+    meas, quiet = json.load(open(d / "measured.json")), json.load(open(d / V.UNRECORDED / "llama_result.json"))
+    assert meas["times_from"] == "unrecorded run" and meas["tpot_recorded_s"] > 0
+    assert (rows.loc["ttft_s", "measured"], rows.loc["tpot_s", "measured"]) == (quiet["ttft_s"], quiet["tpot_s"])
+    assert not any((d / V.UNRECORDED / "run" / "raw").iterdir())      # no probe attached
     starts, _ = phases.boundaries(str(d / "run"), json.load(open(d / "llama_result.json")), path)
     fm = pd.read_parquet(d / "run" / "raw" / "filemap.parquet")
     first = fm[(fm.kind == "add") & (fm.ino == os.stat(path).st_ino)].t.min()
