@@ -35,6 +35,7 @@ import time
 
 import numpy as np
 
+from . import rundir
 from .atomic import atomic_write
 from .errors import InputError
 from .samplers import INTERVAL_S, read_kv
@@ -291,14 +292,7 @@ def _zram_stat():
     return tot
 
 
-def _vmstat(keys=("pswpout", "pswpin", "swpout_zero", "swpin_zero")):
-    out = dict.fromkeys(keys, 0)
-    with open("/proc/vmstat") as f:
-        for line in f:
-            k, _, v = line.partition(" ")
-            if k in out:
-                out[k] = int(v)
-    return out
+SWAP_KEYS = ("pswpout", "pswpin", "swpout_zero", "swpin_zero")
 
 
 def _logged_kv(log):
@@ -337,7 +331,7 @@ def control(gate, lay, apply, variant, used_cells, out_json, timeout=600.0):
             info["ranges"] = len(ranges)
             info["advised_target_pages"] = sum(hi - lo for lo, hi in ranges) // PAGE
             info["kv_pages"] = -(-lay["kv_bytes"] // PAGE)
-            info["before"] = {"status": _status(pid), "zram": _zram_stat(), "vmstat": _vmstat()}
+            info["before"] = {"status": _status(pid), "zram": _zram_stat(), "vmstat": rundir.vmstat(SWAP_KEYS)}
             t2 = time.monotonic()
             info["lru_drain"] = drain_lru_batches(pid)
             pidfd = os.pidfd_open(pid)
@@ -346,7 +340,7 @@ def control(gate, lay, apply, variant, used_cells, out_json, timeout=600.0):
             finally:
                 os.close(pidfd)
             info["madvise_s"] = time.monotonic() - t2
-            info["after"] = {"status": _status(pid), "zram": _zram_stat(), "vmstat": _vmstat()}
+            info["after"] = {"status": _status(pid), "zram": _zram_stat(), "vmstat": rundir.vmstat(SWAP_KEYS)}
             b, a = info["before"], info["after"]
             info["paged_out_pages"] = (a["status"].get("VmSwap", 0) - b["status"].get("VmSwap", 0)) // PAGE
             info["same_pages_added"] = a["zram"]["same_pages"] - b["zram"]["same_pages"]

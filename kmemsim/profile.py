@@ -10,10 +10,11 @@
   does, on pages of realistic content (fp16 activations, int8 weights, heap-like structs). The file says which was used per algorithm.
 - compute: llama.cpp (llama-cpp-python) prefill and decode speed on a small synthetic q8_0 model
   (kmemsim.synth.write_model), expressed per weight byte (the roofline kmemsim.timing uses).
-- reclaim: as root, the time memcg reclaim takes (mm_vmscan_memcg_reclaim_begin/end, recorded by
-  kmemsim.recorder) per file folio it drops and per anonymous page it swaps out to zram: a process
-  scans a mapped file four times its cgroup (no swap), then one writes an anonymous buffer three
-  times its cgroup (zram).
+- reclaim: as root, the time memcg reclaim takes per file folio it drops and per anonymous page it
+  swaps out to zram: a process scans a mapped file four times its cgroup (no swap), then one writes
+  an anonymous buffer three times its cgroup (zram); each runs recorded (kmemsim.recorder: the
+  folios and pages) and again unrecorded (the time: the memory stall PSI counts, as the recorder's
+  probes slow reclaim).
 """
 from __future__ import annotations
 
@@ -322,6 +323,10 @@ def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, pa
 # ------------------------------------------------------------------------------------------------
 # reclaim
 
+# How the profile is measured, for the caches of measured profiles (validate.boot_profile_path):
+# 2 since session 15, which times reclaim unrecorded (its recorded time was 2-7 times as long).
+METHOD = 2
+
 RECLAIM_FILE = textwrap.dedent("""
     import mmap, os, sys
     fd = os.open(sys.argv[1], os.O_RDONLY)
@@ -340,24 +345,49 @@ RECLAIM_ANON = textwrap.dedent("""
 """)
 
 
+def _memory_stall_us():
+    """The machine's memory stall time so far (/proc/pressure/memory, `some` total, us), or None
+    without PSI."""
+    try:
+        with open("/proc/pressure/memory") as f:
+            return next(int(line.rsplit("total=", 1)[1]) for line in f if line.startswith("some "))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
 def _reclaim_run(script, args, d, limit, zram):
-    """Run script under the recorder in a cgroup of `limit` bytes; returns (memcg reclaim seconds,
-    file folios dropped (mm_filemap_delete_from_page_cache records), their pages, pages swapped out)."""
+    """Run script under the recorder in a cgroup of `limit` bytes, then again unrecorded; returns
+    (memcg reclaim seconds, file folios dropped (mm_filemap_delete_from_page_cache records), their
+    pages, pages swapped out, the recorded run's own reclaim seconds). The recorder's probes fire
+    inside reclaim (a page-cache delete per folio dropped, a bio per page swapped) and slow it, so
+    the seconds are the unrecorded run's memory stall (PSI, psi_memstall_enter() around
+    try_to_free_mem_cgroup_pages()); PSI averages the stall over the CPUs busy at the time, so it is
+    the benchmark's own while the rest of the machine idles. Without PSI: the recorded seconds."""
     import pandas as pd
     from .recorder import run_command
     path = os.path.join(d, "child.py")
     Path(path).write_text(script)
+    argv = [sys.executable, path, *map(str, args)]
     out = os.path.join(d, "run")
-    rc = run_command([sys.executable, path, *map(str, args)], out, mem_limit=str(limit), zram=zram,
-                     swappiness=60, drop_caches=True, smaps_interval=0)
+    rc = run_command(argv, out, mem_limit=str(limit), zram=zram, swappiness=60, drop_caches=True,
+                     smaps_interval=0)
     if rc != 0:
         raise InputError(f"kmemsim profile: the reclaim benchmark's child failed (exit {rc}); see {out}")
     s = json.loads(Path(out, "summary.json").read_text())
     f = pd.read_parquet(os.path.join(out, "raw", "filemap.parquet"), columns=["kind", "order"])
     # the filemap records are adds, deletes and mm_filemap_fault: only a delete is a folio dropped
     de = f[f["kind"] == "delete"]
-    return (s["reclaim"]["memcg_reclaim_ns"] * 1e-9, len(de),
-            int(np.left_shift(1, de["order"].to_numpy(np.int64)).sum()), int(s["swap_out_pages"]))
+    recorded = s["reclaim"]["memcg_reclaim_ns"] * 1e-9
+    before = _memory_stall_us()
+    quiet = os.path.join(d, "unrecorded")
+    rc = run_command(argv, quiet, mem_limit=str(limit), zram=zram, swappiness=60, drop_caches=True,
+                     record=False)
+    after = _memory_stall_us()
+    if rc != 0:
+        raise InputError(f"kmemsim profile: the reclaim benchmark's child failed unrecorded (exit {rc}); see {quiet}")
+    sec = (after - before) * 1e-6 if before is not None and after is not None else recorded
+    return (sec, len(de), int(np.left_shift(1, de["order"].to_numpy(np.int64)).sum()), int(s["swap_out_pages"]),
+            recorded)
 
 
 def reclaim(dir=None, progress=None) -> dict | None:
@@ -378,16 +408,17 @@ def reclaim(dir=None, progress=None) -> dict | None:
             for i in range(4 * (limit >> 20)):
                 f.write(chunk[i % 4096:] + chunk[:i % 4096])
         os.makedirs(os.path.join(d, "f"))
-        sec, folios, pages, _ = _reclaim_run(RECLAIM_FILE, [path], os.path.join(d, "f"), limit, None)
+        sec, folios, pages, _, sec_rec = _reclaim_run(RECLAIM_FILE, [path], os.path.join(d, "f"), limit, None)
         file_us = sec * 1e6 / max(folios, 1)
         src = os.path.join(d, "pages")
         Path(src).write_bytes(sample_pages(2048))
         os.makedirs(os.path.join(d, "a"))
-        sec2, folios2, _, swapped = _reclaim_run(RECLAIM_ANON, [src, 3 * limit], os.path.join(d, "a"), limit,
-                                              "lz4:1G")
+        sec2, folios2, _, swapped, sec2_rec = _reclaim_run(RECLAIM_ANON, [src, 3 * limit], os.path.join(d, "a"),
+                                                        limit, "lz4:1G")
         swap_us = max(0.0, sec2 * 1e6 - folios2 * file_us) / max(swapped, 1)
     r = {"file_folio_us": file_us, "swap_page_us": swap_us, "file_folios": folios, "file_pages": pages, "file_s": sec,
-         "swapped_pages": swapped, "anon_s": sec2, "limit": limit}
+         "swapped_pages": swapped, "anon_s": sec2, "limit": limit, "file_s_recorded": sec_rec,
+         "anon_s_recorded": sec2_rec, "time": "psi" if _memory_stall_us() is not None else "recorded"}
     if progress:
         progress(f"reclaim: {file_us:.1f} us per file folio dropped ({folios} folios), {swap_us:.1f} us per "
                  f"page swapped out ({swapped} pages, lz4)")
@@ -460,10 +491,13 @@ def to_toml(m: dict) -> str:
     comp_txt = compute_toml(cp)
     rc = m.get("reclaim")
     if rc:
-        rc_txt = (f"# measured: memcg reclaim time (mm_vmscan_memcg_reclaim_begin/end) in a {rc['limit'] >> 20} MiB "
+        how = ("the memory stall (PSI) of the benchmark run again unrecorded; recorded, "
+               f"mm_vmscan_memcg_reclaim_begin/end said {rc['file_s_recorded']:.2f} s and {rc['anon_s_recorded']:.2f} s"
+               if rc.get("time") == "psi" else "mm_vmscan_memcg_reclaim_begin/end, recorded")
+        rc_txt = (f"# measured: memcg reclaim time in a {rc['limit'] >> 20} MiB "
                   f"cgroup: {rc['file_s']:.2f} s for {rc['file_folios']} file folios ({rc.get('file_pages', 0)} pages) dropped\n"
                   f"# (a mapped file scanned, no swap), {rc['anon_s']:.2f} s for {rc['swapped_pages']} pages "
-                  f"swapped out (anonymous, lz4 zram)\n"
+                  f"swapped out (anonymous, lz4 zram)\n# ({how})\n"
                   f"file_folio_us = {rc['file_folio_us']:.2f}\nswap_page_us = {rc['swap_page_us']:.2f}\n"
                   "scan_us_per_page = 0.0             # in the two above")
     else:

@@ -254,8 +254,10 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
             if rec is not None:
                 rec.track(proc.pid)
                 rec.start(proc.pid)
+            vm0 = rundir.vmstat()
             os.kill(proc.pid, signal.SIGCONT)
             _, st, rusage = os.wait4(proc.pid, 0)
+            vm1 = rundir.vmstat()
             proc.returncode = os.waitstatus_to_exitcode(st)
             status["exit_code"] = proc.returncode
             status["complete"] = True
@@ -277,8 +279,13 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
                         rec.stop()
                         env = rundir.environment(cg=cg, zram=zs, swappiness=swappiness, limit=limit)
                         rd.write_all(rec, status, cg=cg, rusage=rusage, env=env)
-                    else:
+                    elif record or rusage is None:
                         rd.write_json("summary.json", dict(status, lost_events=0, files={}))
+                    else:               # unrecorded: what needs no probe (the machine's vmstat: it runs alone)
+                        rd.write_json("summary.json", dict(
+                            status, lost_events=0, files={}, major_faults=rusage.ru_majflt,
+                            minor_faults=rusage.ru_minflt, faults_source="wait4 rusage",
+                            peak_resident_bytes=cg.peak(), vmstat_delta={k: vm1[k] - vm0[k] for k in vm0}))
                 finally:
                     stack.close()       # restore the machine before leaving the ignored-signal zone
     if status["interrupted"]:

@@ -29,6 +29,17 @@ VMSTAT_KEYS = ("pswpin", "pswpout", "swpin_zero", "swpout_zero", "pgpgin", "pgpg
                "pgscan_direct", "pgsteal_kswapd", "pgscan_kswapd", "allocstall_normal", "oom_kill")
 
 
+def vmstat(keys=VMSTAT_KEYS) -> dict:
+    """The machine's /proc/vmstat counters named in keys (0 for one the kernel lacks)."""
+    out = dict.fromkeys(keys, 0)
+    with open("/proc/vmstat") as f:
+        for line in f:
+            k, _, v = line.partition(" ")
+            if k in out:
+                out[k] = int(v)
+    return out
+
+
 def read_text(path, default=None):
     try:
         with open(path) as f:

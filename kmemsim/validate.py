@@ -371,6 +371,18 @@ def measured(outdir, model, rc=0) -> dict:
         "lost_events": s.get("lost_events", 0),
         "buffers": buffers_from_log(res.get("log", "")),
     }
+    q = os.path.join(outdir, UNRECORDED, "run", "summary.json")
+    if os.path.exists(q):
+        with open(q) as f:
+            qs = json.load(f)
+        v = qs.get("vmstat_delta")
+        if v:   # what the unrecorded run shows without probes: the machine's vmstat (it ran alone)
+            out["unrecorded"] = {
+                "major_faults": qs.get("major_faults"), "minor_faults": qs.get("minor_faults"),
+                "swap_out_bytes": v["pswpout"] * PAGE, "swap_in_bytes": v["pswpin"] * PAGE,
+                # block reads (PGPGIN counts 1 KiB units, submit_bio()) less the swap-ins among them
+                "storage_read_bytes": v["pgpgin"] * 1024 - v["pswpin"] * PAGE,
+                "peak_resident_bytes": qs.get("peak_resident_bytes")}
     return out
 
 
@@ -395,12 +407,14 @@ PROFILE = "device-profile.toml"          # in DIR: the machine's profile the run
 
 
 def boot_profile_path() -> str:
-    """Where this boot's measured device profile is cached (a new machine is a new boot)."""
+    """Where this boot's measured device profile is cached (a new machine is a new boot; a profile
+    measured another way, profile.METHOD, is measured again)."""
+    from .profile import METHOD
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         boot = "unknown"
-    return os.path.join(_cache_dir(), f"device-profile-{boot}.toml")
+    return os.path.join(_cache_dir(), f"device-profile-{boot}-m{METHOD}.toml")
 
 
 def device_profile(out, progress=None):
@@ -783,7 +797,7 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     """For each limit: `repeat` live reference runs (with reuse, those already in out/<label>/ and its
     repeat-<i>/), the prediction, and the comparison against the runs' median. Writes
     out/validation.csv, validation.md, plots/ and per-limit predicted.json / measured.json (each
-    run's), engine-baseline.json (the engine measured just before each run; the prediction uses
+    run's; each run's unrecorded twin, whose times are reported, in its unrecorded/), engine-baseline.json (the engine measured just before each run; the prediction uses
     the first run's, also when reused) and device-profile.toml (device_profile); the phase table and
     plots are the first run's. Returns the long table."""
     from . import predict as P
@@ -854,7 +868,10 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
                          "within_some_run": (any(within(m, p, v) for v in each)
                                              if BOUNDS.get(m) is not None and p is not None and each else None),
                          "live_complete": all(r.get("complete") for r in live),
-                         "oom_kills": sum(r.get("oom_kills") or 0 for r in live)})
+                         "oom_kills": sum(r.get("oom_kills") or 0 for r in live),
+                         # the first run made again unrecorded, what it shows without probes: the
+                         # recorder moves the kernel too (docs/validation.md, "The reference run")
+                         "measured_unrecorded": (live[0].get("unrecorded") or {}).get(m)})
     df = pd.DataFrame(rows)
     write_outputs(df, out, runs, model)
     return df

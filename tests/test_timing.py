@@ -234,6 +234,11 @@ def test_profile_measures_what_reclaim_costs(tmp_path):
     assert r["file_pages"] >= 2 * 3 * r["limit"] // 4096
     assert r["file_folios"] <= r["file_pages"]
     assert r["swapped_pages"] >= 2 * r["limit"] // 4096 and r["swap_page_us"] > 0
+    # the time is the unrecorded run's memory stall (PSI: psi_memstall_enter() around
+    # try_to_free_mem_cgroup_pages()): the recorder's probes only add work inside reclaim
+    if os.path.exists("/proc/pressure/memory"):
+        assert r["time"] == "psi"
+        assert 0 < r["file_s"] < r["file_s_recorded"] and 0 < r["anon_s"] <= r["anon_s_recorded"]
     m = {"storage": profile.storage(str(tmp_path), file_mb=8, seconds_per_size=0.02),
          "zram": {"lz4": profile.zram_python("lz4", profile.sample_pages(64))}, "compute": None, "reclaim": r}
     d = device.parse(tomllib.loads(profile.to_toml(m)), "this-machine.toml")

@@ -110,6 +110,9 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     assert meas["times_from"] == "unrecorded run" and meas["tpot_recorded_s"] > 0
     assert (rows.loc["ttft_s", "measured"], rows.loc["tpot_s", "measured"]) == (quiet["ttft_s"], quiet["tpot_s"])
     assert not any((d / V.UNRECORDED / "run" / "raw").iterdir())      # no probe attached
+    # and what it shows without probes (wait4 rusage, memcg peak, vmstat): the same limit held
+    assert 0 < meas["unrecorded"]["peak_resident_bytes"] <= rows.loc["peak_resident_bytes", "limit_bytes"]
+    assert meas["unrecorded"]["major_faults"] > 0
     starts, _ = phases.boundaries(str(d / "run"), json.load(open(d / "llama_result.json")), path)
     fm = pd.read_parquet(d / "run" / "raw" / "filemap.parquet")
     first = fm[(fm.kind == "add") & (fm.ino == os.stat(path).st_ino)].t.min()
