@@ -47,6 +47,9 @@ class Device:
     # compress speed alone)
     file_folio_us: float = 0.0
     swap_page_us: float | None = None
+    # the same two as a recorded run pays them (kmemsim profile since METHOD 2: the recorder's probes
+    # slow reclaim), for predicting the live runs validate records; empty: as above
+    recorded: dict = field(default_factory=dict)
     path: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -71,20 +74,23 @@ class Device:
                              f"(has {', '.join(sorted(self.compress_gbps))})")
         return algo
 
-    def task_costs(self, zram: str | None) -> dict:
+    def task_costs(self, zram: str | None, recorded: bool = False) -> dict:
         """What the emulator's clock charges (kmemsim.emulator.Config fields, as kmemsim.timing charges
         the same counts): a readahead read's latency and bandwidth at max_sectors_kb requests, and
         microseconds per page swapped in (decompressed, or a same-filled/zeromap page), per page
-        swapped out, per file folio dropped and per page scanned by the task's own reclaim."""
+        swapped out, per file folio dropped and per page scanned by the task's own reclaim.
+        recorded: reclaim as a run under kmemsim's recorder pays it (`recorded`, when measured)."""
         algo = self.zram_algo(zram)
         io = int(self.kernel.get("max_sectors_kb", 4096)) * 1024
+        rc = self.recorded if recorded else {}
+        swap_us = rc.get("swap_page_us", self.swap_page_us)
         return {"io_latency_us": float(self.read_latency_s(io)) * 1e6,
                 "io_read_gbps": float(self.read_bandwidth(io)) / 1e9,
                 "swapin_us": PAGE_SIZE / (self.decompress_gbps[algo] * 1e3),
                 "zero_page_us": float(self.zero_page_us),
-                "swapout_us": (float(self.swap_page_us) if self.swap_page_us is not None
+                "swapout_us": (float(swap_us) if swap_us is not None
                                else PAGE_SIZE / (self.compress_gbps[algo] * 1e3)),
-                "file_folio_us": float(self.file_folio_us),
+                "file_folio_us": float(rc.get("file_folio_us", self.file_folio_us)),
                 "scan_us": float(self.scan_us_per_page)}
 
     def time_model(self):
@@ -105,7 +111,7 @@ class Device:
             "zram": {"compress_gbps": self.compress_gbps, "decompress_gbps": self.decompress_gbps,
                      "zero_page_us": self.zero_page_us},
             "reclaim": {"scan_us_per_page": self.scan_us_per_page, "file_folio_us": self.file_folio_us,
-                        "swap_page_us": self.swap_page_us},
+                        "swap_page_us": self.swap_page_us, "recorded": self.recorded},
             "compute": {"weight_gbps": self.weight_gbps, "matmul_gmac_s": self.matmul_gmac_s},
             "path": self.path,
         }
@@ -169,6 +175,8 @@ def parse(raw: dict, path: str = "<device>") -> Device:
         scan_us_per_page=_num(rc, "scan_us_per_page", f"{path}: reclaim", strict=False),
         file_folio_us=_num(rc, "file_folio_us", f"{path}: reclaim", strict=False) if "file_folio_us" in rc else 0.0,
         swap_page_us=_num(rc, "swap_page_us", f"{path}: reclaim", strict=False) if "swap_page_us" in rc else None,
+        recorded={k: _num(rc["recorded"], k, f"{path}: reclaim.recorded", strict=False)
+                  for k in ("file_folio_us", "swap_page_us") if k in rc.get("recorded", {})},
         weight_gbps=_num(c, "weight_gbps", f"{path}: compute"),
         matmul_gmac_s=_num(c, "matmul_gmac_s", f"{path}: compute"),
         path=str(path), extra={k: raw[k] for k in ("reference", "measured") if k in raw},

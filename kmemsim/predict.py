@@ -219,11 +219,13 @@ def _alive_maps(b, pid, first):
 
 def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, threads=2, zram="lz4:4G",
             swappiness=60, policy="stock", engine=None, probe=None, warm=None, keep_result=False,
-            stats_flush_ms=0.0, device=None) -> dict:
+            stats_flush_ms=0.0, device=None, recorded=False) -> dict:
     """Predicted metrics of the reference run (keys as in METRICS) plus the configuration.
     stats_flush_ms: how stale the memcg statistics reclaim reads are (Config.stats_flush_ms; the
     recorder's sampling keeps them 10 ms old in the reference run; 0: read as they are).
-    device: the machine's measured profile (kmemsim.device.Device; None: _this_machine())."""
+    device: the machine's measured profile (kmemsim.device.Device; None: _this_machine()).
+    recorded: reclaim at the cost a run under kmemsim's recorder pays (Device.task_costs), as
+    validate's recorded reference runs ran; else as the device runs unobserved."""
     from . import validate as V
     if not os.path.isfile(model):
         raise InputError(f"model {model!r}: no such file")
@@ -250,7 +252,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     notes += n
     cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0,
                  threads=int(threads), stats_flush_ms=float(stats_flush_ms),
-                 **(prof.task_costs(zram) if prof is not None else {}))
+                 **(prof.task_costs(zram, recorded) if prof is not None else {}))
     # one replay of the phase-split copy (kmemsim.timing.split_phases only inserts PHASE marks, so
     # the counts are those of the trace itself) gives both the metrics and the per-phase counts
     # the time model needs
@@ -292,7 +294,8 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
                                                "files": sum(warm[k]["files"].values())}
                                            for k in ("prompt", "decode")} if warm else None,
                      "repack_bytes": sess.repack_bytes, "kv_bytes": sess.kv_bytes,
-                     "device": prof.path if prof is not None else None}
+                     "device": prof.path if prof is not None else None,
+                     "reclaim_costs": "recorded" if recorded else "unrecorded"}
     out["notes"] = notes
     if keep_result:
         out["_result"] = r

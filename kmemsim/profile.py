@@ -418,7 +418,8 @@ def reclaim(dir=None, progress=None) -> dict | None:
         swap_us = max(0.0, sec2 * 1e6 - folios2 * file_us) / max(swapped, 1)
     r = {"file_folio_us": file_us, "swap_page_us": swap_us, "file_folios": folios, "file_pages": pages, "file_s": sec,
          "swapped_pages": swapped, "anon_s": sec2, "limit": limit, "file_s_recorded": sec_rec,
-         "anon_s_recorded": sec2_rec, "time": "psi" if _memory_stall_us() is not None else "recorded"}
+         "anon_s_recorded": sec2_rec, "anon_file_folios": folios2,
+         "time": "psi" if _memory_stall_us() is not None else "recorded"}
     if progress:
         progress(f"reclaim: {file_us:.1f} us per file folio dropped ({folios} folios), {swap_us:.1f} us per "
                  f"page swapped out ({swapped} pages, lz4)")
@@ -494,12 +495,18 @@ def to_toml(m: dict) -> str:
         how = ("the memory stall (PSI) of the benchmark run again unrecorded; recorded, "
                f"mm_vmscan_memcg_reclaim_begin/end said {rc['file_s_recorded']:.2f} s and {rc['anon_s_recorded']:.2f} s"
                if rc.get("time") == "psi" else "mm_vmscan_memcg_reclaim_begin/end, recorded")
+        rec_txt = ""
+        if rc.get("time") == "psi":
+            f_rec = rc["file_s_recorded"] * 1e6 / max(rc["file_folios"], 1)
+            s_rec = max(0.0, rc["anon_s_recorded"] * 1e6 - rc.get("anon_file_folios", 0) * f_rec) / max(rc["swapped_pages"], 1)
+            rec_txt = (f"\n# as a run under kmemsim's recorder pays them (validate predicts its recorded runs with these)\n"
+                       f"recorded = {{ file_folio_us = {f_rec:.2f}, swap_page_us = {s_rec:.2f} }}")
         rc_txt = (f"# measured: memcg reclaim time in a {rc['limit'] >> 20} MiB "
                   f"cgroup: {rc['file_s']:.2f} s for {rc['file_folios']} file folios ({rc.get('file_pages', 0)} pages) dropped\n"
                   f"# (a mapped file scanned, no swap), {rc['anon_s']:.2f} s for {rc['swapped_pages']} pages "
                   f"swapped out (anonymous, lz4 zram)\n# ({how})\n"
                   f"file_folio_us = {rc['file_folio_us']:.2f}\nswap_page_us = {rc['swap_page_us']:.2f}\n"
-                  "scan_us_per_page = 0.0             # in the two above")
+                  "scan_us_per_page = 0.0             # in the two above" + rec_txt)
     else:
         rc_txt = "scan_us_per_page = 0.15           # [estimate] not measured (kmemsim profile as root measures it)"
     rel = tuple(int(x) for x in (platform.release().split("-")[0].split(".") + ["0"])[:2] if x.isdigit())

@@ -103,7 +103,10 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     assert tot.loc["major_faults", "predicted"] == rows.loc["major_faults", "predicted"]
     d = tmp_path / "out" / limit.replace("%", "pct")
     # predicted with this machine's profile, measured on this boot and kept beside the runs
-    assert json.load(open(d / "predicted.json"))["config"]["device"] == str(tmp_path / "out" / V.PROFILE)
+    pred = json.load(open(d / "predicted.json"))
+    assert pred["config"]["device"] == str(tmp_path / "out" / V.PROFILE)
+    # its metrics predicted with reclaim as the recorded run paid it, its times as the device unobserved
+    assert pred["config"]["reclaim_costs"] == "recorded" and pred["tpot_recorded_s"] > 0
     assert "kernel " + os.uname().release in (tmp_path / "out" / V.PROFILE).read_text()
     # the times are the same run's made again unrecorded (the recorder slows a run under pressure)
     meas, quiet = json.load(open(d / "measured.json")), json.load(open(d / V.UNRECORDED / "llama_result.json"))
