@@ -357,12 +357,13 @@ def _memory_stall_us():
 
 def _reclaim_run(script, args, d, limit, zram):
     """Run script under the recorder in a cgroup of `limit` bytes, then again unrecorded; returns
-    (memcg reclaim seconds, file folios dropped (mm_filemap_delete_from_page_cache records), their
-    pages, pages swapped out, the recorded run's own reclaim seconds). The recorder's probes fire
-    inside reclaim (a page-cache delete per folio dropped, a bio per page swapped) and slow it, so
-    the seconds are the unrecorded run's memory stall (PSI, psi_memstall_enter() around
-    try_to_free_mem_cgroup_pages()); PSI averages the stall over the CPUs busy at the time, so it is
-    the benchmark's own while the rest of the machine idles. Without PSI: the recorded seconds."""
+    (the unrecorded run's reclaim seconds or None without PSI, file folios dropped
+    (mm_filemap_delete_from_page_cache records), their pages, pages swapped out, the recorded run's
+    reclaim seconds). The recorder's probes fire inside reclaim (a page-cache delete per folio
+    dropped, a bio per page swapped) and slow it, so the unobserved seconds are the unrecorded run's
+    memory stall (PSI, psi_memstall_enter() around try_to_free_mem_cgroup_pages()); PSI averages
+    the stall over the CPUs busy at the time, so it is the benchmark's own while the rest of the
+    machine idles."""
     import pandas as pd
     from .recorder import run_command
     path = os.path.join(d, "child.py")
@@ -385,8 +386,8 @@ def _reclaim_run(script, args, d, limit, zram):
     after = _memory_stall_us()
     if rc != 0:
         raise InputError(f"kmemsim profile: the reclaim benchmark's child failed unrecorded (exit {rc}); see {quiet}")
-    sec = (after - before) * 1e-6 if before is not None and after is not None else recorded
-    return (sec, len(de), int(np.left_shift(1, de["order"].to_numpy(np.int64)).sum()), int(s["swap_out_pages"]),
+    stall = (after - before) * 1e-6 if before is not None and after is not None else None
+    return (stall, len(de), int(np.left_shift(1, de["order"].to_numpy(np.int64)).sum()), int(s["swap_out_pages"]),
             recorded)
 
 
@@ -409,17 +410,23 @@ def reclaim(dir=None, progress=None) -> dict | None:
                 f.write(chunk[i % 4096:] + chunk[:i % 4096])
         os.makedirs(os.path.join(d, "f"))
         sec, folios, pages, _, sec_rec = _reclaim_run(RECLAIM_FILE, [path], os.path.join(d, "f"), limit, None)
-        file_us = sec * 1e6 / max(folios, 1)
         src = os.path.join(d, "pages")
         Path(src).write_bytes(sample_pages(2048))
         os.makedirs(os.path.join(d, "a"))
         sec2, folios2, _, swapped, sec2_rec = _reclaim_run(RECLAIM_ANON, [src, 3 * limit], os.path.join(d, "a"),
                                                         limit, "lz4:1G")
-        swap_us = max(0.0, sec2 * 1e6 - folios2 * file_us) / max(swapped, 1)
-    r = {"file_folio_us": file_us, "swap_page_us": swap_us, "file_folios": folios, "file_pages": pages, "file_s": sec,
-         "swapped_pages": swapped, "anon_s": sec2, "limit": limit, "file_s_recorded": sec_rec,
-         "anon_s_recorded": sec2_rec, "anon_file_folios": folios2,
-         "time": "psi" if _memory_stall_us() is not None else "recorded"}
+
+    def costs(file_s, anon_s):          # per file folio dropped, then per page swapped (the rest)
+        file_us = file_s * 1e6 / max(folios, 1)
+        return file_us, max(0.0, anon_s * 1e6 - folios2 * file_us) / max(swapped, 1)
+    psi = sec is not None and sec2 is not None
+    file_us, swap_us = costs(sec, sec2) if psi else costs(sec_rec, sec2_rec)
+    r = {"file_folio_us": file_us, "swap_page_us": swap_us, "file_folios": folios, "file_pages": pages,
+         "file_s": sec if psi else sec_rec, "swapped_pages": swapped, "anon_s": sec2 if psi else sec2_rec,
+         "limit": limit, "time": "psi" if psi else "recorded", "file_s_recorded": sec_rec,
+         "anon_s_recorded": sec2_rec}
+    if psi:                             # what a recorded run pays (validate predicts its runs so)
+        r["recorded"] = dict(zip(("file_folio_us", "swap_page_us"), costs(sec_rec, sec2_rec)))
     if progress:
         progress(f"reclaim: {file_us:.1f} us per file folio dropped ({folios} folios), {swap_us:.1f} us per "
                  f"page swapped out ({swapped} pages, lz4)")
@@ -495,12 +502,10 @@ def to_toml(m: dict) -> str:
         how = ("the memory stall (PSI) of the benchmark run again unrecorded; recorded, "
                f"mm_vmscan_memcg_reclaim_begin/end said {rc['file_s_recorded']:.2f} s and {rc['anon_s_recorded']:.2f} s"
                if rc.get("time") == "psi" else "mm_vmscan_memcg_reclaim_begin/end, recorded")
-        rec_txt = ""
-        if rc.get("time") == "psi":
-            f_rec = rc["file_s_recorded"] * 1e6 / max(rc["file_folios"], 1)
-            s_rec = max(0.0, rc["anon_s_recorded"] * 1e6 - rc.get("anon_file_folios", 0) * f_rec) / max(rc["swapped_pages"], 1)
-            rec_txt = (f"\n# as a run under kmemsim's recorder pays them (validate predicts its recorded runs with these)\n"
-                       f"recorded = {{ file_folio_us = {f_rec:.2f}, swap_page_us = {s_rec:.2f} }}")
+        rec = rc.get("recorded")
+        rec_txt = ("\n# as a run under kmemsim's recorder pays them (validate predicts its recorded runs with these)\n"
+                   f"recorded = {{ file_folio_us = {rec['file_folio_us']:.2f}, swap_page_us = {rec['swap_page_us']:.2f} }}"
+                   if rec else "")
         rc_txt = (f"# measured: memcg reclaim time in a {rc['limit'] >> 20} MiB "
                   f"cgroup: {rc['file_s']:.2f} s for {rc['file_folios']} file folios ({rc.get('file_pages', 0)} pages) dropped\n"
                   f"# (a mapped file scanned, no swap), {rc['anon_s']:.2f} s for {rc['swapped_pages']} pages "
