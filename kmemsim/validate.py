@@ -797,9 +797,10 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     """For each limit: `repeat` live reference runs (with reuse, those already in out/<label>/ and its
     repeat-<i>/), the prediction, and the comparison against the runs' median. Writes
     out/validation.csv, validation.md, plots/ and per-limit predicted.json / measured.json (each
-    run's; each run's unrecorded twin, whose times are reported, in its unrecorded/), engine-baseline.json (the engine measured just before each run; the prediction uses
-    the first run's, also when reused) and device-profile.toml (device_profile); the phase table and
-    plots are the first run's. Returns the long table."""
+    run's; each run's unrecorded twin, whose times are reported, in its unrecorded/),
+    engine-baseline.json (the engine measured just before each run; the prediction uses the first
+    run's, also when reused) and device-profile.toml (device_profile); the phase table and plots
+    are the first run's. Returns the long table."""
     from . import predict as P
     lims = check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
     if int(repeat) < 1:
