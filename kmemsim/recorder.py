@@ -221,7 +221,7 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
             "started": time.time()}
     rd.write_json("command.json", info)
     status = {"complete": False, "exit_code": None, "interrupted": False, "error": None}
-    rec = cg = proc = zs = None
+    rec = cg = proc = zs = vm1 = None
     rusage = None
     with signals_interrupt(), contextlib.ExitStack() as stack:
         try:
@@ -254,10 +254,10 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
             if rec is not None:
                 rec.track(proc.pid)
                 rec.start(proc.pid)
-            vm0 = rundir.vmstat()
+            vm0 = None if record else rundir.vmstat()   # unrecorded: the machine's counters instead
             os.kill(proc.pid, signal.SIGCONT)
             _, st, rusage = os.wait4(proc.pid, 0)
-            vm1 = rundir.vmstat()
+            vm1 = None if record else rundir.vmstat()
             proc.returncode = os.waitstatus_to_exitcode(st)
             status["exit_code"] = proc.returncode
             status["complete"] = True
@@ -279,7 +279,7 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
                         rec.stop()
                         env = rundir.environment(cg=cg, zram=zs, swappiness=swappiness, limit=limit)
                         rd.write_all(rec, status, cg=cg, rusage=rusage, env=env)
-                    elif record or rusage is None:
+                    elif vm1 is None:
                         rd.write_json("summary.json", dict(status, lost_events=0, files={}))
                     else:               # unrecorded: what needs no probe (the machine's vmstat: it runs alone)
                         rd.write_json("summary.json", dict(

@@ -848,8 +848,9 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
                          engine=eng, probe=probe, warm=warm, keep_result=True, device=prof, recorded=True)
         res = pred.pop("_result")
         pred.pop("_trace")
-        quiet = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-                          engine=eng, probe=probe, warm=warm, device=prof)
+        quiet = pred if prof is None or not prof.recorded else P.predict(   # the same costs: the same run
+            model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
+            engine=eng, probe=probe, warm=warm, device=prof)
         pred.update({"ttft_recorded_s": pred["ttft_s"], "tpot_recorded_s": pred["tpot_s"],
                      "ttft_s": quiet["ttft_s"], "tpot_s": quiet["tpot_s"]})
         # Sensitivity, not an error bar: the same prediction with the engine's measured heap 1%

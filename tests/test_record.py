@@ -152,10 +152,10 @@ def test_an_unrecorded_run_sets_the_machine_up_the_same_way(tmp_path):
     # restores the machine after (machine_restored). Source for the swapping: vmstat pswpout
     # (mm/page_io.c count_swpout_vm_event), read by the test itself around the run.
     from kmemsim.recorder import run_command
+    from kmemsim.rundir import vmstat
 
     def pswpout():
-        with open("/proc/vmstat") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("pswpout "))
+        return vmstat(("pswpout",))["pswpout"]
     before = pswpout()
     out = tmp_path / "run"
     rc = run_command([sys.executable, "-c", ANON_WRITER, "128"], str(out), mem_limit="64M", zram="lz4:512M",
