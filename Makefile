@@ -4,7 +4,7 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 PIP   := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup system demo test test-fast asan bench bench-record clean
+.PHONY: setup system demo test test-fast asan bench bench-record bench-record-pressure clean
 
 ## setup: system packages (apt), the venv, the package with its C core, llama-cpp-python, bcc
 setup: $(VENV)/.installed
@@ -41,6 +41,10 @@ bench: setup
 ## bench-record: llama.cpp decode tokens/s bare vs under `kmemsim run` (recorder attached); target <= 3%
 bench-record: setup
 	$(PY) -m kmemsim.bench_record
+
+## bench-record-pressure: validate's reference run at 40% of a small model, recorded against unrecorded
+bench-record-pressure: setup
+	$(PY) -m kmemsim.bench_record --pressure 40 --rounds 3
 
 clean:
 	rm -rf build $(VENV) *.egg-info kmemsim/_core*.so

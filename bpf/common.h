@@ -24,6 +24,15 @@ static __always_inline int is_tracked(void) {
 }
 
 /* Every event starts with these three u64 fields; all fields are u64 so user space decodes the
- * perf records with one numpy dtype per program, no padding rules. */
+ * records with one numpy dtype per program, no padding rules. */
 #define EVENT_HEADER u64 ts; u64 pid; u64 tid;
 #define FILL_HEADER(e) do { (e).ts = bpf_ktime_get_ns(); (e).pid = cur_tgid(); (e).tid = cur_tid(); } while (0)
+
+/* Each program writes its records to a BPF ring buffer of its own, so every record of a buffer has
+ * one size and user space copies them out in bulk (c_ext/ringbuf.c), and with BPF_RB_NO_WAKEUP: the
+ * recorder drains every buffer at each sampling tick. (Per-CPU perf buffers that woke the reader on
+ * each record, read by a Python call per record, cost the traced task ~3.8 us per program run and
+ * the recorder a CPU: docs/recorder.md.) A record the buffer has no room for is counted in
+ * NAME_dropped; each program writes `if (NAME.ringbuf_output(...)) NAME_dropped.increment(0);`
+ * itself, as bcc cannot rewrite a map call inside a macro. */
+#define OUTPUT(name, pages) BPF_RINGBUF_OUTPUT(name, pages); BPF_ARRAY(name##_dropped, u64, 1)

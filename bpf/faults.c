@@ -7,7 +7,7 @@ struct fault_event {
     u64 ip;
     u64 error_code;     /* x86 page-fault error code: bit 1 write, bit 0 protection (page present) */
 };
-BPF_PERF_OUTPUT(fault_events);
+OUTPUT(fault_events, 1024);
 BPF_ARRAY(fault_count, u64, 1);
 
 TRACEPOINT_PROBE(exceptions, page_fault_user) {
@@ -22,6 +22,7 @@ TRACEPOINT_PROBE(exceptions, page_fault_user) {
     e.address = args->address;
     e.ip = args->ip;
     e.error_code = args->error_code;
-    fault_events.perf_submit(args, &e, sizeof(e));
+    if (fault_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        fault_events_dropped.increment(0);
     return 0;
 }

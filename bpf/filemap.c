@@ -2,7 +2,7 @@
  * filemap faults, for files a recorded process touches. Insertions count when a tracked task does
  * them (which also registers the inode); deletions count for registered inodes in any context,
  * because reclaim may evict them from kswapd or another task. Totals are kept in the kernel, so they
- * stay exact even when the perf buffer drops events. */
+ * stay exact even when the ring buffer drops records. */
 struct file_count {
     u64 added;          /* pages */
     u64 deleted;        /* pages */
@@ -20,7 +20,7 @@ struct filemap_event {
     u64 pfn;
     u64 tracked;        /* 1 when in a tracked task's context */
 };
-BPF_PERF_OUTPUT(filemap_events);
+OUTPUT(filemap_events, 1024);
 
 static __always_inline struct file_count *file_count_of(struct file_key *k) {
     struct file_count zero = {};
@@ -45,7 +45,8 @@ TRACEPOINT_PROBE(filemap, mm_filemap_add_to_page_cache) {
     FILL_HEADER(e);
     e.kind = 0; e.ino = k.ino; e.dev = k.dev; e.index = args->index; e.order = args->order;
     e.pfn = args->pfn; e.tracked = tr;
-    filemap_events.perf_submit(args, &e, sizeof(e));
+    if (filemap_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        filemap_events_dropped.increment(0);
     return 0;
 }
 
@@ -62,7 +63,8 @@ TRACEPOINT_PROBE(filemap, mm_filemap_delete_from_page_cache) {
     FILL_HEADER(e);
     e.kind = 1; e.ino = k.ino; e.dev = k.dev; e.index = args->index; e.order = args->order;
     e.pfn = args->pfn; e.tracked = is_tracked();
-    filemap_events.perf_submit(args, &e, sizeof(e));
+    if (filemap_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        filemap_events_dropped.increment(0);
     return 0;
 }
 
@@ -78,6 +80,7 @@ TRACEPOINT_PROBE(filemap, mm_filemap_fault) {
     struct filemap_event e = {};
     FILL_HEADER(e);
     e.kind = 2; e.ino = k.ino; e.dev = k.dev; e.index = args->index; e.tracked = 1;
-    filemap_events.perf_submit(args, &e, sizeof(e));
+    if (filemap_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        filemap_events_dropped.increment(0);
     return 0;
 }

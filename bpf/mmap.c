@@ -16,7 +16,7 @@ struct mmap_event {
     u64 off;            /* mremap: new address (returned) */
     u64 ret;            /* syscall return value (negative errno on failure) */
 };
-BPF_PERF_OUTPUT(mmap_events);
+OUTPUT(mmap_events, 16);
 
 TRACEPOINT_PROBE(syscalls, sys_enter_mmap) {
     if (!is_tracked())
@@ -40,7 +40,8 @@ TRACEPOINT_PROBE(syscalls, sys_exit_mmap) {
     e.addr = args->ret; e.len = a->len; e.prot = a->prot; e.flags = a->flags;
     e.fd = a->fd; e.off = a->off; e.ret = args->ret;
     mmap_pending.delete(&tid);
-    mmap_events.perf_submit(args, &e, sizeof(e));
+    if (mmap_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        mmap_events_dropped.increment(0);
     return 0;
 }
 
@@ -52,7 +53,8 @@ TRACEPOINT_PROBE(syscalls, sys_enter_munmap) {
     e.kind = 1;
     e.addr = args->addr;
     e.len = args->len;
-    mmap_events.perf_submit(args, &e, sizeof(e));
+    if (mmap_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        mmap_events_dropped.increment(0);
     return 0;
 }
 
@@ -77,6 +79,7 @@ TRACEPOINT_PROBE(syscalls, sys_exit_mremap) {
     e.addr = a->addr; e.len = a->len; e.prot = a->prot; e.flags = a->flags;
     e.off = args->ret; e.ret = args->ret;
     mmap_pending.delete(&tid);
-    mmap_events.perf_submit(args, &e, sizeof(e));
+    if (mmap_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        mmap_events_dropped.increment(0);
     return 0;
 }

@@ -8,7 +8,7 @@ struct oom_event {
     u64 shmem_rss;
     u64 oom_score_adj;
 };
-BPF_PERF_OUTPUT(oom_events);
+OUTPUT(oom_events, 16);
 
 TRACEPOINT_PROBE(oom, mark_victim) {
     u32 victim = args->pid;
@@ -18,6 +18,7 @@ TRACEPOINT_PROBE(oom, mark_victim) {
     FILL_HEADER(e);
     e.victim = victim; e.total_vm = args->total_vm; e.anon_rss = args->anon_rss;
     e.file_rss = args->file_rss; e.shmem_rss = args->shmem_rss; e.oom_score_adj = args->oom_score_adj;
-    oom_events.perf_submit(args, &e, sizeof(e));
+    if (oom_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        oom_events_dropped.increment(0);
     return 0;
 }

@@ -16,7 +16,7 @@ struct swap_event {
     u64 dev;
     u64 tracked;
 };
-BPF_PERF_OUTPUT(swap_events);
+OUTPUT(swap_events, 1024);
 
 TRACEPOINT_PROBE(block, block_bio_queue) {
     u32 dev = args->dev;
@@ -41,6 +41,7 @@ TRACEPOINT_PROBE(block, block_bio_queue) {
     struct swap_event e = {};
     FILL_HEADER(e);
     e.write = w; e.sector = args->sector; e.nr_sector = args->nr_sector; e.dev = dev; e.tracked = tr;
-    swap_events.perf_submit(args, &e, sizeof(e));
+    if (swap_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        swap_events_dropped.increment(0);
     return 0;
 }

@@ -5,7 +5,7 @@ struct task_event {
     u64 kind;           /* 0 fork, 1 exec, 2 exit */
     u64 other;          /* fork: child pid; exec: old pid; exit: group_dead */
 };
-BPF_PERF_OUTPUT(task_events);
+OUTPUT(task_events, 16);
 
 TRACEPOINT_PROBE(sched, sched_process_fork) {
     u32 parent = args->parent_pid;
@@ -18,7 +18,8 @@ TRACEPOINT_PROBE(sched, sched_process_fork) {
     FILL_HEADER(e);
     e.kind = 0;
     e.other = child;
-    task_events.perf_submit(args, &e, sizeof(e));
+    if (task_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        task_events_dropped.increment(0);
     return 0;
 }
 
@@ -29,7 +30,8 @@ TRACEPOINT_PROBE(sched, sched_process_exec) {
     FILL_HEADER(e);
     e.kind = 1;
     e.other = args->old_pid;
-    task_events.perf_submit(args, &e, sizeof(e));
+    if (task_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        task_events_dropped.increment(0);
     return 0;
 }
 
@@ -40,6 +42,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     FILL_HEADER(e);
     e.kind = 2;
     e.other = args->group_dead;
-    task_events.perf_submit(args, &e, sizeof(e));
+    if (task_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        task_events_dropped.increment(0);
     return 0;
 }

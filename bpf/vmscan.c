@@ -19,7 +19,7 @@ struct vmscan_event {
     u64 priority;
     u64 flags;          /* reclaim_flags (RECLAIM_WB_*) */
 };
-BPF_PERF_OUTPUT(vmscan_events);
+OUTPUT(vmscan_events, 1024);
 
 struct reclaim_start { u64 ts; u64 order; u64 gfp; };
 BPF_HASH(reclaim_begin, u32, struct reclaim_start, 4096);
@@ -46,7 +46,8 @@ TRACEPOINT_PROBE(vmscan, mm_vmscan_lru_shrink_inactive) {
     e.d = args->nr_writeback; e.e = args->nr_activate0 | ((u64)args->nr_activate1 << 32);
     e.f = args->nr_ref_keep | ((u64)args->nr_unmap_fail << 32);
     e.priority = args->priority; e.flags = args->reclaim_flags;
-    vmscan_events.perf_submit(args, &e, sizeof(e));
+    if (vmscan_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        vmscan_events_dropped.increment(0);
     return 0;
 }
 
@@ -57,7 +58,8 @@ TRACEPOINT_PROBE(vmscan, mm_vmscan_lru_shrink_active) {
     FILL_HEADER(e);
     e.kind = 1; e.a = args->nr_taken; e.b = args->nr_deactivated; e.c = args->nr_referenced;
     e.d = args->nr_active; e.priority = args->priority; e.flags = args->reclaim_flags;
-    vmscan_events.perf_submit(args, &e, sizeof(e));
+    if (vmscan_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        vmscan_events_dropped.increment(0);
     return 0;
 }
 
@@ -81,7 +83,8 @@ static __always_inline int end(void *ctx, u64 kind, u64 nr_reclaimed) {
     reclaim_begin.delete(&tid);
     total_add(kind == 2 ? 4 : 5, e.a);
     total_add(kind == 2 ? 6 : 7, 1);
-    vmscan_events.perf_submit(ctx, &e, sizeof(e));
+    if (vmscan_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        vmscan_events_dropped.increment(0);
     return 0;
 }
 
@@ -98,6 +101,7 @@ TRACEPOINT_PROBE(vmscan, mm_vmscan_write_folio) {
     struct vmscan_event e = {};
     FILL_HEADER(e);
     e.kind = 4; e.a = args->pfn; e.flags = fl;
-    vmscan_events.perf_submit(args, &e, sizeof(e));
+    if (vmscan_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
+        vmscan_events_dropped.increment(0);
     return 0;
 }

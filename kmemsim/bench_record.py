@@ -5,6 +5,11 @@ one long-lived inference process, alternately bare and with the recorder attache
 counters sampled every 10 ms, as `kmemsim record --pid`), `--rounds` pairs with alternating order;
 the median of the paired ratios is the result. Target (issue 4): the
 recorder slows decoding by at most 3%. Needs root (the recorder does) and llama-cpp-python.
+
+`--pressure PCT` (`make bench-record-pressure`): what the recorder costs a run under reclaim, where
+every probe fires. `kmemsim validate`'s reference run of a small model in a cgroup limited to PCT% of
+its size, recorded and then again unrecorded (validate.live_run), `--rounds` pairs; prints the
+recorded/unrecorded ratios of TTFT and TPOT and what the kernel did in each (major faults, swap-out).
 """
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ import time
 # A small llama: 8 layers of Llama-3.2-1B width, ~0.4 GB in q8_0; big enough that decode is memory-
 # bound like real inference, small enough to write in seconds.
 SHAPE = dict(arch="llama", n_layer=8, n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, n_vocab=32000)
+# --pressure: the live validation test's model (tests/test_validate.py), 0.13 GB in f16
+PRESSURE_SHAPE = dict(type="f16", n_layer=4, n_embd=768, n_ff=2048, n_head=12, n_head_kv=4, n_vocab=32000)
 
 
 def worker(model, threads):
@@ -51,6 +58,8 @@ def main(argv=None):
     ap.add_argument("--interval", type=float, default=0.01)
     ap.add_argument("--model", help="GGUF to use (default: a synthetic one, written to a temp dir)")
     ap.add_argument("--out", help="keep the last recorded round's run directory here")
+    ap.add_argument("--pressure", type=float, metavar="PCT",
+                    help="instead: reference runs under a memory limit of PCT%% of the model, recorded and not")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
@@ -61,6 +70,8 @@ def main(argv=None):
         import llama_cpp  # noqa: F401
     except ImportError:
         sys.exit("bench-record: llama-cpp-python is not installed; run `make setup`")
+    if a.pressure:
+        return pressure(a)
     from .recorder import Recording
     from .rundir import RunDir, environment
     with tempfile.TemporaryDirectory(prefix="kmemsim-bench-", dir="/var/tmp") as tmp:
@@ -135,6 +146,37 @@ def main(argv=None):
                       "load_avg": os.getloadavg()[0]}))
     print(f"recorder slowdown (median of paired tok/s ratios): {100 * (1 - ratio):.2f}%; CPU overhead per "
           f"token: {100 * (cpu_ratio - 1):.2f}% (target <= 3%)")
+
+
+def pressure(a):
+    from .synth import write_model
+    from .validate import live_run
+    med = statistics.median
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kmemsim-bench-", dir="/var/tmp") as tmp:
+        model = a.model or write_model(os.path.join(tmp, "bench.gguf"), progress=False, **PRESSURE_SHAPE)
+        limit = int(os.path.getsize(model) * a.pressure / 100)
+        for i in range(a.rounds):
+            m = live_run(model, 64, 8, 512, limit, os.path.join(tmp, f"pair{i}"))
+            q = m.get("unrecorded") or {}
+            if not m["complete"] or "tpot_s" not in m or not q:
+                sys.exit(f"bench-record: pair {i + 1} did not complete (out of memory at {a.pressure:g}%?)")
+            r = dict(ttft=m["ttft_recorded_s"] / m["ttft_s"], tpot=m["tpot_recorded_s"] / m["tpot_s"],
+                     majflt=(m["major_faults"], q["major_faults"]),
+                     swap_mb=(m["swap_out_bytes"] / 1e6, q["swap_out_bytes"] / 1e6), lost=m["lost_events"])
+            rows.append(r)
+            print(f"pair {i + 1}: TTFT {m['ttft_recorded_s']:.3f} s recorded / {m['ttft_s']:.3f} s unrecorded "
+                  f"= {r['ttft']:.2f}, TPOT {m['tpot_recorded_s']:.3f} / {m['tpot_s']:.3f} = {r['tpot']:.2f}; "
+                  f"major faults {r['majflt'][0]} / {r['majflt'][1]}, swap-out {r['swap_mb'][0]:.1f} / "
+                  f"{r['swap_mb'][1]:.1f} MB; {r['lost']} lost events", flush=True)
+    print(json.dumps({"limit_pct": a.pressure, "rounds": a.rounds,
+                      "ttft_ratio": round(med(r["ttft"] for r in rows), 3),
+                      "tpot_ratio": round(med(r["tpot"] for r in rows), 3),
+                      "major_faults_ratio": round(med(r["majflt"][0] / max(1, r["majflt"][1]) for r in rows), 3),
+                      "swap_out_ratio": round(med(r["swap_mb"][0] / max(1e-6, r["swap_mb"][1]) for r in rows), 3),
+                      "load_avg": os.getloadavg()[0]}))
+    print(f"under reclaim at {a.pressure:g}%: the recorded run's TPOT is {med(r['tpot'] for r in rows):.2f}x the "
+          f"unrecorded one's (median of {a.rounds} pairs)")
 
 
 if __name__ == "__main__":

@@ -36,30 +36,36 @@ def import_bcc():
 
 
 class Probe:
-    """One BPF program: its source, its tracepoints (with the reason for each), its perf output."""
+    """One BPF program: its source, its tracepoints (with the reason for each), its ring buffer
+    (`output`, sized in the program: bpf/common.h `OUTPUT`)."""
     name = ""
     source = ""
     output = ""
     fields: tuple = ()
     tracepoints: dict = {}
-    page_cnt = 64           # perf buffer pages per CPU
 
     def __init__(self):
-        self.chunks = []
-        self.lost = 0
+        self.chunks = []        # raw records: decoded once, vectorised, when the recording ends
+        self.count = 0
+        self.lost = 0           # records the ring buffer had no room for, as of the last drain
         self.dtype = np.dtype([(f, "<u8") for f in HEADER + self.fields])
+        self.ring = self._dropped = None
 
     def code(self):
         return (BPF_DIR / self.source).read_text()
 
     def open(self, b):
-        # Keep raw bytes only: decoding happens once, vectorised, when the recording ends.
-        def on_event(cpu, data, size, chunks=self.chunks, n=self.dtype.itemsize):
-            chunks.append(ctypes.string_at(data, n))
+        from .ringbuf import RingBuffer
+        t = b[self.output]
+        self.ring = RingBuffer(t.map_fd, t.max_entries, self.dtype.itemsize)
+        self._dropped = b[self.output + "_dropped"]
 
-        def on_lost(count):
-            self.lost += count
-        b[self.output].open_perf_buffer(on_event, page_cnt=self.page_cnt, lost_cb=on_lost)
+    def drain(self):
+        data = self.ring.drain()
+        if data:
+            self.chunks.append(data)
+            self.count += len(data) // self.dtype.itemsize
+        self.lost = int(self._dropped[0].value)
 
     def table(self) -> np.ndarray:
         return np.frombuffer(b"".join(self.chunks), dtype=self.dtype)
@@ -79,7 +85,6 @@ class Tasks(Probe):
 class Faults(Probe):
     name, source, output = "faults", "faults.c", "fault_events"
     fields = ("address", "ip", "error_code")
-    page_cnt = 256
     tracepoints = {
         "exceptions:page_fault_user": "every user page fault: the READ/WRITE accesses of the trace",
     }
@@ -102,7 +107,6 @@ class Filemap(Probe):
     name, source, output = "filemap", "filemap.c", "filemap_events"
     fields = ("kind", "ino", "dev", "index", "order", "pfn", "tracked")
     KINDS = ("add", "delete", "fault")
-    page_cnt = 256
     tracepoints = {
         "filemap:mm_filemap_add_to_page_cache": "a folio enters the page cache (read, readahead)",
         "filemap:mm_filemap_delete_from_page_cache": "a folio leaves it (reclaim, truncate, drop_caches)",
@@ -114,7 +118,6 @@ class Vmscan(Probe):
     name, source, output = "vmscan", "vmscan.c", "vmscan_events"
     fields = ("kind", "a", "b", "c", "d", "e", "f", "priority", "flags")
     KINDS = ("shrink_inactive", "shrink_active", "direct_reclaim", "memcg_reclaim", "write_folio")
-    page_cnt = 128
     tracepoints = {
         "vmscan:mm_vmscan_lru_shrink_inactive": "shrink_inactive_list: scanned, reclaimed, dirty, activated, kept referenced",
         "vmscan:mm_vmscan_lru_shrink_active": "shrink_active_list: taken, deactivated, rotated (referenced executable file folios kept active)",
@@ -129,7 +132,6 @@ class Vmscan(Probe):
 class SwapIO(Probe):
     name, source, output = "swapio", "swapio.c", "swap_events"
     fields = ("write", "sector", "nr_sector", "dev", "tracked")
-    page_cnt = 128
     tracepoints = {
         "block:block_bio_queue": "bios to swap devices: pages swapped out (W) and in (R), exactly",
     }
@@ -138,7 +140,6 @@ class SwapIO(Probe):
 class Oom(Probe):
     name, source, output = "oom", "oom.c", "oom_events"
     fields = ("victim", "total_vm", "anon_rss", "file_rss", "shmem_rss", "oom_score_adj")
-    page_cnt = 8
     tracepoints = {"oom:mark_victim": "the OOM killer chose a recorded process"}
 
 
@@ -155,7 +156,7 @@ def user_dev(kdev: int) -> int:
 
 
 class Probes:
-    """All programs compiled as one object, attached, with their perf buffers open."""
+    """All programs compiled as one object, attached, with their ring buffers mapped."""
 
     def __init__(self, probes=ALL):
         bcc = import_bcc()
@@ -168,11 +169,6 @@ class Probes:
                              "run as root after `make system` (bcc, kernel header links, tracefs)")
         for p in self.probes:
             p.open(self.b)
-        # bcc's perf_buffer_poll rebuilds this array on every call; the recorder polls 100 times a
-        # second, so build it once and call libbcc directly
-        self._lib = bcc.libbcc.lib
-        bufs = list(self.b.perf_buffers.values())
-        self._readers = (ctypes.c_void_p * len(bufs))(*bufs)
 
     def __getitem__(self, name):
         return next(p for p in self.probes if p.name == name)
@@ -188,8 +184,9 @@ class Probes:
     def watch_swap_dev(self, kdev: int):
         self.b["swap_devs"][ctypes.c_uint32(kdev)] = ctypes.c_uint8(1)
 
-    def poll(self, timeout_ms=100):
-        self._lib.perf_reader_poll(len(self._readers), self._readers, timeout_ms)
+    def drain(self):
+        for p in self.probes:
+            p.drain()
 
     def lost(self):
         return sum(p.lost for p in self.probes)
@@ -202,4 +199,7 @@ class Probes:
         return [int(v.value) for v in self.b[name].values()]
 
     def close(self):
+        for p in self.probes:
+            if p.ring:
+                p.ring.close()
         self.b.cleanup()

@@ -324,8 +324,9 @@ def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, pa
 # reclaim
 
 # How the profile is measured, for the caches of measured profiles (validate.boot_profile_path):
-# 2 since session 15, which times reclaim unrecorded (its recorded time was 2-7 times as long).
-METHOD = 2
+# 2 since session 15, which times reclaim unrecorded (its recorded time was 2-7 times as long); 3
+# since the recorder drains ring buffers in bulk (session 16), which changed the recorded costs.
+METHOD = 3
 
 RECLAIM_FILE = textwrap.dedent("""
     import mmap, os, sys
