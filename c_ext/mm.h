@@ -169,6 +169,8 @@ struct scan_control {
     int priority;
     int may_swap, may_unmap;
     int may_deactivate;        /* DEACTIVATE_ANON = 1, DEACTIVATE_FILE = 2 */
+    int skipped_deactivate;    /* an active list was not scanned because may_deactivate said no */
+    int force_deactivate;      /* do_try_to_free_pages()'s retry: deactivate whatever the ratios say */
     int cache_trim_mode, file_is_tiny;
     int ignore_references;     /* reclaim_pages(): MADV_PAGEOUT */
     int who;                   /* RECLAIM_KSWAPD / DIRECT / MEMCG */
@@ -241,7 +243,6 @@ struct km_emu {
     uint64_t refaults_snap[2];                 /* lruvec->refaults[WORKINGSET_ANON/FILE] */
     int64_t stat[NR_MEMCG_STATS];              /* the memcg's flushed statistics (memcontrol.c) */
     int64_t stat_next_flush;
-    int may_deactivate;
 
     /* memory */
     int64_t total_pages;                       /* device RAM (0 = unlimited) */

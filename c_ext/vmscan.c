@@ -319,6 +319,8 @@ static int64_t shrink_list(struct km_emu *e, int lru, int64_t nr_to_scan, struct
     if (is_active_lru(lru)) {
         if (sc->may_deactivate & (is_file_lru(lru) ? DEACTIVATE_FILE : DEACTIVATE_ANON))
             shrink_active_list(e, nr_to_scan, sc, lru);
+        else
+            sc->skipped_deactivate = 1;
         return 0;
     }
     return shrink_inactive_list(e, nr_to_scan, sc, lru);
@@ -419,11 +421,15 @@ static void shrink_node(struct km_emu *e, struct scan_control *sc)
     sc->anon_cost = e->anon_cost;
     sc->file_cost = e->file_cost;
     /* refaults since the last cycle mean a new workingset: deactivate stale active pages */
-    uint64_t ra = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE);
-    uint64_t rf = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE + 1);
-    sc->may_deactivate = 0;
-    if (ra != e->refaults_snap[0] || inactive_is_low(e, LRU_INACTIVE_ANON)) sc->may_deactivate |= DEACTIVATE_ANON;
-    if (rf != e->refaults_snap[1] || inactive_is_low(e, LRU_INACTIVE_FILE)) sc->may_deactivate |= DEACTIVATE_FILE;
+    if (!sc->force_deactivate) {
+        uint64_t ra = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE);
+        uint64_t rf = lruvec_page_state(e, WORKINGSET_ACTIVATE_BASE + 1);
+        sc->may_deactivate = 0;
+        if (ra != e->refaults_snap[0] || inactive_is_low(e, LRU_INACTIVE_ANON)) sc->may_deactivate |= DEACTIVATE_ANON;
+        if (rf != e->refaults_snap[1] || inactive_is_low(e, LRU_INACTIVE_FILE)) sc->may_deactivate |= DEACTIVATE_FILE;
+    } else {
+        sc->may_deactivate = DEACTIVATE_ANON | DEACTIVATE_FILE;
+    }
     int64_t file = lruvec_page_state(e, LRU_INACTIVE_FILE);
     sc->cache_trim_mode = (file >> sc->priority) && !(sc->may_deactivate & DEACTIVATE_FILE);
     sc->file_is_tiny = 0;
@@ -474,12 +480,20 @@ int64_t try_to_free_pages(struct km_emu *e, int64_t nr, int who)
     if (who == RECLAIM_DIRECT) count(e, VM_allocstall, 1);
     int outer = e->in_sync_reclaim;
     e->in_sync_reclaim = 1;
+retry:
     for (sc.priority = DEF_PRIORITY; sc.priority >= 0; sc.priority--) {
         shrink_node_policy(e, &sc);
         if (sc.nr_reclaimed >= sc.nr_to_reclaim) break;
     }
-    e->in_sync_reclaim = outer;
     snapshot_refaults(e);
+    /* Nothing reclaimed, and an active list was left alone because its ratio looked fine (as of
+     * the memcg statistics' last flush: lruvec_page_state()): retry deactivating regardless. */
+    if (!sc.nr_reclaimed && sc.skipped_deactivate) {
+        sc.force_deactivate = 1;
+        sc.skipped_deactivate = 0;
+        goto retry;
+    }
+    e->in_sync_reclaim = outer;
     return sc.nr_reclaimed;
 }
 

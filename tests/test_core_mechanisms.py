@@ -601,6 +601,29 @@ def test_reclaim_decides_by_the_last_flushed_statistics():
     assert run(1000) == (40, 0)
 
 
+def test_reclaim_deactivates_regardless_when_stale_statistics_left_it_nothing():
+    # do_try_to_free_pages(): when a whole priority loop reclaimed nothing and an active list was
+    # left alone because may_deactivate said no (shrink_list() sets sc->skipped_deactivate), reclaim
+    # retries with sc->force_deactivate: prepare_scan_control() then deactivates both lists whatever
+    # the ratios say. In a 64-page cgroup, 70 pages read once make the first reclaim, which flushes
+    # the statistics (inactive full, none active); then 100 new pages are each read twice
+    # (folio_mark_accessed() activates them), so the inactive list empties. Read as they are, the
+    # lists say it is low and reclaim deactivates; flushed once a second, they still say it is not
+    # and nothing refaulted, so the first loop skips the active list and reclaims nothing, and the
+    # retry deactivates. (Without the retry the charge failed and the cgroup OOM-killed the process
+    # before its last page.)
+    def run(stats_flush_ms):
+        tr = T(file_pages=512)
+        tr.fread(0, 70)
+        for p in range(100, 200):
+            tr.fread(p)
+            tr.fread(p)
+        res = tr.run(memcg_limit=64 * 4096, stats_flush_ms=stats_flush_ms)
+        return res.summary["oom_kill"], bool(state(res, 199) & PageState.RESIDENT), res.summary["pgdeactivate"] > 0
+    assert run(0) == (0, True, True)
+    assert run(1000) == (0, True, True)
+
+
 def test_llama_load_folio_layout_matches_the_kernel():
     # llama.cpp's load of tiny-f16 (36,488 pages, header in pages [0, 194)), recorded live on 6.18
     # (mm_filemap_add_to_page_cache, before any eviction): gguf_init_from_file() freads the header
