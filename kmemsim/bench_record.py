@@ -150,7 +150,7 @@ def main(argv=None):
 
 def pressure(a):
     from .synth import write_model
-    from .validate import live_run
+    from .validate import UNRECORDED, live_run
     med = statistics.median
     rows = []
     with tempfile.TemporaryDirectory(prefix="kmemsim-bench-", dir="/var/tmp") as tmp:
@@ -158,7 +158,7 @@ def pressure(a):
         limit = int(os.path.getsize(model) * a.pressure / 100)
         for i in range(a.rounds):
             m = live_run(model, 64, 8, 512, limit, os.path.join(tmp, f"pair{i}"))
-            q = m.get("unrecorded") or {}
+            q = m.get(UNRECORDED) or {}
             if not m["complete"] or "tpot_s" not in m or not q:
                 sys.exit(f"bench-record: pair {i + 1} did not complete (out of memory at {a.pressure:g}%?)")
             r = dict(ttft=m["ttft_recorded_s"] / m["ttft_s"], tpot=m["tpot_recorded_s"] / m["tpot_s"],

@@ -19,8 +19,9 @@ import click
 @click.option("--zram", default="lz4:4G", show_default=True, help="ALGO:SIZE")
 @click.option("--swappiness", type=int, default=60, show_default=True)
 @click.option("--policy", default="stock", show_default=True)
-@click.option("--stats-flush-ms", type=float, default=0.0, show_default=True,
-              help="memcg statistics reclaim reads are this old (the recorder's sampling: 10; 0: current)")
+@click.option("--stats-flush-ms", type=float, default=None,
+              help="memcg statistics reclaim reads are this old [default: 2000, the kernel's own flush; "
+                   "0: current, as under kmemsim's recorder]")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def predict(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram, swappiness, policy,
             stats_flush_ms, as_json):
@@ -34,7 +35,7 @@ def predict(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram,
     if len(lims) != 1:
         raise InputError("--mem-limit: give one limit")
     out = P.predict(model, prompt, decode, ctx, lims[0][1], batch, ubatch, threads, zram, swappiness, policy,
-                    stats_flush_ms=stats_flush_ms)
+                    stats_flush_ms=P.FLUSH_TIME_MS if stats_flush_ms is None else stats_flush_ms)
     if as_json:
         click.echo(json.dumps(out, indent=1, default=str))
         return

@@ -217,12 +217,20 @@ def _alive_maps(b, pid, first):
     return [(m, n) for m, n in sorted(size.items()) if m not in gone]
 
 
+# mm/memcontrol.c FLUSH_TIME: the kernel folds a memcg's per-cpu statistics into the totals reclaim
+# decides by every 2 s (flush_memcg_stats_dwork()). A read of the cgroup's memory.stat (or, on this
+# v1 hierarchy, memory.kmem.usage_in_bytes) flushes them as well: kmemsim's recorder reads both every
+# 10 ms, so a recorded run's kernel decides by fresh statistics (docs/recorder.md).
+FLUSH_TIME_MS = 2000.0
+
+
 def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, threads=2, zram="lz4:4G",
             swappiness=60, policy="stock", engine=None, probe=None, warm=None, keep_result=False,
             stats_flush_ms=0.0, device=None, recorded=False) -> dict:
     """Predicted metrics of the reference run (keys as in METRICS) plus the configuration.
-    stats_flush_ms: how stale the memcg statistics reclaim reads are (Config.stats_flush_ms; the
-    recorder's sampling keeps them 10 ms old in the reference run; 0: read as they are).
+    stats_flush_ms: how stale the memcg statistics reclaim reads are (Config.stats_flush_ms): 0 reads
+    them as they are, as a recorded run's kernel does; FLUSH_TIME_MS as the kernel alone leaves them
+    (`kmemsim predict`'s default).
     device: the machine's measured profile (kmemsim.device.Device; None: _this_machine()).
     recorded: reclaim at the cost a run under kmemsim's recorder pays (Device.task_costs), as
     validate's recorded reference runs ran; else as the device runs unobserved."""

@@ -377,7 +377,7 @@ def measured(outdir, model, rc=0) -> dict:
             qs = json.load(f)
         v = qs.get("vmstat_delta")
         if v:   # what the unrecorded run shows without probes: the machine's vmstat (it ran alone)
-            out["unrecorded"] = {
+            out[UNRECORDED] = {
                 "major_faults": qs.get("major_faults"), "minor_faults": qs.get("minor_faults"),
                 "swap_out_bytes": v["pswpout"] * PAGE, "swap_in_bytes": v["pswpin"] * PAGE,
                 # block reads (PGPGIN counts 1 KiB units, submit_bio()) less the swap-ins among them
@@ -842,17 +842,22 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
                 eng = json.load(f)
         else:
             eng = engine = engine or engine_baseline()
-        # the reference run as it ran, under the recorder (its reclaim slowed by the probes), for what
-        # it measured; the times as the unrecorded run's, with reclaim at its unobserved cost
+        # the reference run as it ran, under the recorder (reclaim at the cost it paid there, the
+        # memcg statistics as fresh as its reads of them keep them), for what it measured
         pred = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-                         engine=eng, probe=probe, warm=warm, keep_result=True, device=prof, recorded=True)
+                         engine=eng, probe=probe, warm=warm, keep_result=True, device=prof, recorded=True,
+                         stats_flush_ms=0.0)
         res = pred.pop("_result")
         pred.pop("_trace")
-        quiet = pred if prof is None or not prof.recorded else P.predict(   # the same costs: the same run
-            model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-            engine=eng, probe=probe, warm=warm, device=prof)
+        # and as its unrecorded twin ran, the device unobserved: reclaim at its unobserved cost, the
+        # statistics as old as the kernel alone leaves them; its times are the ones reported
+        quiet = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
+                          engine=eng, probe=probe, warm=warm, device=prof, stats_flush_ms=P.FLUSH_TIME_MS)
         pred.update({"ttft_recorded_s": pred["ttft_s"], "tpot_recorded_s": pred["tpot_s"],
-                     "ttft_s": quiet["ttft_s"], "tpot_s": quiet["tpot_s"]})
+                     "ttft_s": quiet["ttft_s"], "tpot_s": quiet["tpot_s"],
+                     UNRECORDED: dict({m: quiet.get(m) for m in METRICS},
+                                      stats_flush_ms=quiet["config"]["stats_flush_ms"],
+                                      reclaim_costs=quiet["config"]["reclaim_costs"])})
         # Sensitivity, not an error bar: the same prediction with the engine's measured heap 1%
         # smaller and larger. Near a tipping point (reclaim turning to anon or not, a cyclic scan
         # just fitting) a few hundred KiB move the outcome as much as the bound allows.
@@ -878,9 +883,11 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
                                              if BOUNDS.get(m) is not None and p is not None and each else None),
                          "live_complete": all(r.get("complete") for r in live),
                          "oom_kills": sum(r.get("oom_kills") or 0 for r in live),
-                         # the first run made again unrecorded, what it shows without probes: the
-                         # recorder moves the kernel too (docs/validation.md, "The reference run")
-                         "measured_unrecorded": (live[0].get("unrecorded") or {}).get(m)})
+                         # the first run made again unrecorded, what it shows without probes (the
+                         # recorder moves the kernel too: docs/validation.md, "The reference run"),
+                         # beside the prediction of the device unobserved
+                         "measured_unrecorded": (live[0].get(UNRECORDED) or {}).get(m),
+                         "predicted_unrecorded": pred[UNRECORDED].get(m)})
     df = pd.DataFrame(rows)
     write_outputs(df, out, runs, model)
     return df
@@ -930,12 +937,35 @@ TIMES_NOTE = ("\nttft_s and tpot_s are measured in the same run made again unrec
               "unobserved: the recorder's probes and its own CPU slow a run under pressure.\n")
 
 
+UNRECORDED_METRICS = ("major_faults", "minor_faults", "swap_out_bytes", "swap_in_bytes", "peak_resident_bytes")
+
+
+def markdown_unrecorded(df: pd.DataFrame) -> str:
+    """The unrecorded twins beside the prediction of the device unobserved (no bound): what needs no
+    probe (wait4() faults, the machine's pswpout/pswpin, the memcg's peak)."""
+    if "predicted_unrecorded" not in df:
+        return ""
+    d = df[df["metric"].isin(UNRECORDED_METRICS) & df["measured_unrecorded"].notna()]
+    if not len(d):
+        return ""
+    lines = ["\nThe same runs made again unrecorded, beside the prediction of the device unobserved (reclaim "
+             "at its unobserved cost, the memcg statistics as old as the kernel alone leaves them; no bound):\n",
+             "| model | limit | metric | predicted, unobserved | measured, unrecorded | error |",
+             "|---|---|---|---:|---:|---:|"]
+    for r in d.itertuples():
+        e = rel_error(r.predicted_unrecorded, r.measured_unrecorded)
+        e = "-" if e is None or np.isnan(e) else ("inf" if np.isinf(e) else f"{e * 100:+.1f}%")
+        lines.append(f"| {r.model} | {r.limit} | {r.metric} | {_fmt(r.metric, r.predicted_unrecorded)} | "
+                     f"{_fmt(r.metric, r.measured_unrecorded)} | {e} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_outputs(df, out, runs, model):
     from .rundir import atomic_write
     atomic_write(os.path.join(out, "validation.csv"), lambda tmp: df.to_csv(tmp, index=False))
     ph = phases.table(runs, model)
     atomic_write(os.path.join(out, "validation-phases.csv"), lambda tmp: ph.to_csv(tmp, index=False))
-    md = markdown(df) + TIMES_NOTE + phases.markdown(ph)
+    md = markdown(df) + TIMES_NOTE + markdown_unrecorded(df) + phases.markdown(ph)
     atomic_write(os.path.join(out, "validation.md"), lambda tmp: open(tmp, "w").write(md))
     try:
         plots(out, runs, model)

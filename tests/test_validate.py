@@ -105,8 +105,16 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     # predicted with this machine's profile, measured on this boot and kept beside the runs
     pred = json.load(open(d / "predicted.json"))
     assert pred["config"]["device"] == str(tmp_path / "out" / V.PROFILE)
-    # its metrics predicted with reclaim as the recorded run paid it, its times as the device unobserved
+    # its metrics predicted with reclaim as the recorded run paid it and the memcg statistics as
+    # fresh as the recorder's memory.stat reads keep them; its times, and its unrecorded twin's
+    # metrics, as the device unobserved: the statistics as old as the kernel's own flush leaves them
+    # (FLUSH_TIME in mm/memcontrol.c)
+    from kmemsim import predict as P
     assert pred["config"]["reclaim_costs"] == "recorded" and pred["tpot_recorded_s"] > 0
+    assert pred["config"]["stats_flush_ms"] == 0
+    q = pred[V.UNRECORDED]
+    assert (q["reclaim_costs"], q["stats_flush_ms"]) == ("unrecorded", P.FLUSH_TIME_MS)
+    assert rows.loc["major_faults", "predicted_unrecorded"] == q["major_faults"] > 0
     assert "kernel " + os.uname().release in (tmp_path / "out" / V.PROFILE).read_text()
     # the times are the same run's made again unrecorded (the recorder slows a run under pressure)
     meas, quiet = json.load(open(d / "measured.json")), json.load(open(d / V.UNRECORDED / "llama_result.json"))
