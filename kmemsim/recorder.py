@@ -205,8 +205,9 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
     """Run argv in a fresh memory cgroup and record it; returns the command's exit status as a shell
     reports it (128+N when killed by signal N, 130 when the recording was interrupted). record=False
     sets the machine up and restores it the same way but attaches no probe and samples nothing: the
-    command runs as it would unobserved (the recorder's own CPU and its probes slow a run under
-    memory pressure, docs/validation.md); `out` then holds command.json and summary.json (raw/ stays empty)."""
+    command runs as it would unobserved (the sampler's reads of the cgroup's memory.stat flush the
+    memcg statistics reclaim decides by, and the probes cost time: docs/recorder.md); `out` then holds
+    command.json and summary.json (raw/ stays empty)."""
     if not argv:
         raise InputError("no command given; usage: kmemsim run [OPTIONS] -o RUNDIR -- COMMAND...")
     limit = parse_size(mem_limit, "--mem-limit") if mem_limit else None

@@ -6,7 +6,7 @@ The reference run (docs/validation.md):
   Llama(model_path, n_ctx=C, n_batch=B, n_ubatch=U, n_threads=T, use_mmap=True, use_mlock=False);
   exactly N prompt tokens evaluated (the first is BOS) and M greedy decode steps with EOS suppressed.
   TTFT = the prompt's evaluation time after load; TPOT = the median decode step, both from the same
-  run made again unrecorded right after it (the recorder slows a run under pressure).
+  run made again unrecorded right after it (the recorder changes the run it records).
 The child writes what llama.cpp logged (buffer sizes) and its timings to a JSON file beside the run.
 """
 from __future__ import annotations
@@ -324,10 +324,12 @@ def _peak_kernel_memory(run_dir):
     return int(k.max()) if k is not None and len(k) else None
 
 
-# The recorder's probes and its own CPU slow a run under pressure (on this 2-CPU machine llama-1B
-# at 60% decodes a token in 0.85 s unrecorded and 1.72 s recorded, qwen 1.97 s and 5.17 s): the
-# times reported are those of the same run unrecorded, made right after it (live_run), which the
-# device a prediction stands for runs as. Runs recorded before session 15 have none: their own.
+# The recorder changes the run it records: its reads of the cgroup's memory.stat flush the memcg
+# statistics reclaim decides by (at tiny 120%, 60-79 major faults recorded against 5-10 k
+# unrecorded), and its probes cost a little time (before session 16 a lot: qwen 60% decoded a token
+# in 5.17 s recorded, 1.97 s unrecorded). The times reported, and the unobserved prediction's
+# comparison, are those of the same run unrecorded, made right after it (live_run), as the device
+# a prediction stands for runs. Runs recorded before session 15 have none: their own times.
 UNRECORDED = "unrecorded"
 
 
@@ -934,7 +936,8 @@ def markdown(df: pd.DataFrame) -> str:
 
 TIMES_NOTE = ("\nttft_s and tpot_s are measured in the same run made again unrecorded (each limit's "
               f"`{UNRECORDED}/`; runs recorded without one: the recorded run's own), as the device runs "
-              "unobserved: the recorder's probes and its own CPU slow a run under pressure.\n")
+              "unobserved: the recorder's probes cost time, and its reads of the cgroup's memory.stat change "
+              "what reclaim does (docs/recorder.md).\n")
 
 
 UNRECORDED_METRICS = ("major_faults", "minor_faults", "swap_out_bytes", "swap_in_bytes", "peak_resident_bytes")
