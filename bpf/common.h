@@ -30,7 +30,7 @@ static __always_inline int is_tracked(void) {
 
 /* Each program writes its records to a BPF ring buffer of its own, so every record of a buffer has
  * one size and user space copies them out in bulk (c_ext/ringbuf.c), and with BPF_RB_NO_WAKEUP: the
- * recorder drains every buffer at each sampling tick. (Per-CPU perf buffers that woke the reader on
+ * recorder drains every buffer every 10 ms (kmemsim/recorder.py DRAIN_S). (Per-CPU perf buffers that woke the reader on
  * each record, read by a Python call per record, cost the traced task ~3.8 us per program run and
  * the recorder a CPU: docs/recorder.md.) A record the buffer has no room for is counted in
  * NAME_dropped; each program writes `if (NAME.ringbuf_output(...)) NAME_dropped.increment(0);`

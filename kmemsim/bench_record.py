@@ -26,7 +26,7 @@ import time
 # A small llama: 8 layers of Llama-3.2-1B width, ~0.4 GB in q8_0; big enough that decode is memory-
 # bound like real inference, small enough to write in seconds.
 SHAPE = dict(arch="llama", n_layer=8, n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, n_vocab=32000)
-# --pressure: the live validation test's model (tests/test_validate.py), 0.13 GB in f16
+# --pressure: the live validation test's model (tests/test_validate.py), 0.15 GB in f16
 PRESSURE_SHAPE = dict(type="f16", n_layer=4, n_embd=768, n_ff=2048, n_head=12, n_head_kv=4, n_vocab=32000)
 
 

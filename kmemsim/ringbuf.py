@@ -21,7 +21,8 @@ class RingBuffer:
         self._out = np.empty(size // (rec + 8) * rec, np.uint8)     # room for a full buffer
         self._c_cons = ffi.from_buffer("uint64_t[]", self._cons)
         self._c_prod = ffi.from_buffer("uint64_t[]", self._prod)
-        self._c_data = ffi.from_buffer("uint8_t[]", self._prod)
+        self._c_map = ffi.from_buffer("uint8_t[]", self._prod)
+        self._c_data = self._c_map + page           # a pointer into _c_map, which keeps the mapping
         self._c_out = ffi.from_buffer("uint8_t[]", self._out)
 
     def drain(self) -> bytes:
@@ -29,8 +30,7 @@ class RingBuffer:
         parts = []
         cap = len(self._out) // self.rec
         while True:
-            n = lib.km_ringbuf_drain(self._c_cons, self._c_prod, self._c_data + mmap.PAGESIZE, self.mask, self.rec,
-                                     self._c_out, cap)
+            n = lib.km_ringbuf_drain(self._c_cons, self._c_prod, self._c_data, self.mask, self.rec, self._c_out, cap)
             if n < 0:
                 raise RuntimeError("a BPF program wrote a record of another size to its ring buffer")
             parts.append(self._out[:n * self.rec].tobytes())
@@ -38,6 +38,6 @@ class RingBuffer:
                 return b"".join(parts)
 
     def close(self):
-        del self._c_cons, self._c_prod, self._c_data, self._c_out   # release the mappings' buffers
+        del self._c_cons, self._c_prod, self._c_map, self._c_data, self._c_out   # release the mappings
         self._cons.close()
         self._prod.close()
