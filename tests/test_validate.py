@@ -60,25 +60,28 @@ def _needs_live():
 # peak is lower by the engine's libraries (~30 MiB, 15% of this model's run) than the engine baseline
 # measured alone; major faults without pressure are the libraries' first faults after drop_caches
 # (a few dozen, varying run to run with what other processes keep cached).
-CASES = [("small_model", "250%", ("storage_read_bytes", "file_evicted_bytes", "swap_out_bytes")),
+CASES = [("small_model", "250%", ("storage_read_bytes", "file_evicted_bytes", "swap_out_bytes"), 1),
          # the model not quite fitting: eight live runs read 242-248 MiB (prediction 230-234)
-         ("small_model", "120%", ("storage_read_bytes", "swap_out_bytes")),
+         ("small_model", "120%", ("storage_read_bytes", "swap_out_bytes"), 1),
          # under heavy pressure: eight live runs swapped 34-36 MiB out and took 7,684-8,200 major
          # faults (session 13's prediction on four sets of runs: 35-40 MiB, 7,447-8,378); they
          # read 1,805-2,031 MiB over sessions 11-13, the prediction 1,910-2,045 (session 12's
-         # 2,208), so the storage bound is not asserted here (docs/validation.md)
-         ("small_model", "40%", ("major_faults", "swap_out_bytes")),
+         # 2,208), so the storage bound is not asserted here (docs/validation.md). Session 16: a
+         # CI run took 7,140 major faults, and the prediction moves 7.9-8.9 k with the engine's
+         # measured baseline (it meets a state where every inactive file page is under read:
+         # docs/validation.md, session 16), so three runs, compared by their median
+         ("small_model", "40%", ("major_faults", "swap_out_bytes"), 3),
          ("large_model", "120%", ("storage_read_bytes", "file_evicted_bytes", "peak_resident_bytes",
-                                  "swap_out_bytes"))]
+                                  "swap_out_bytes"), 1)]
 
 
 @pytest.mark.live
-@pytest.mark.parametrize("model,limit,metrics", CASES, ids=[f"{m}-{lim}" for m, lim, _ in CASES])
-def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, metrics):
+@pytest.mark.parametrize("model,limit,metrics,repeat", CASES, ids=[f"{m}-{lim}" for m, lim, _, _ in CASES])
+def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, metrics, repeat):
     _needs_live()
     from kmemsim import validate as V
     path = request.getfixturevalue(model)
-    df = V.validate(path, 64, 8, 512, limit, str(tmp_path / "out"))
+    df = V.validate(path, 64, 8, 512, limit, str(tmp_path / "out"), repeat=repeat)
     assert (tmp_path / "out" / "validation.csv").exists() and (tmp_path / "out" / "validation.md").exists()
     rows = df.set_index("metric")
     assert rows.loc["storage_read_bytes", "live_complete"], "the reference run did not complete"
@@ -98,10 +101,11 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     ph = pd.read_csv(tmp_path / "out" / "validation-phases.csv")
     assert set(ph.aligned) == {"marks"}
     tot = ph.groupby("counter")[["predicted", "measured"]].sum()
-    assert tot.loc["swap_out_pages", "measured"] * V.PAGE == rows.loc["swap_out_bytes", "measured"]
+    d = tmp_path / "out" / limit.replace("%", "pct")
+    meas = json.load(open(d / "measured.json"))                 # the first run's: the phases are its
+    assert tot.loc["swap_out_pages", "measured"] * V.PAGE == meas["swap_out_bytes"]
     assert tot.loc["swap_out_pages", "predicted"] * V.PAGE == rows.loc["swap_out_bytes", "predicted"]
     assert tot.loc["major_faults", "predicted"] == rows.loc["major_faults", "predicted"]
-    d = tmp_path / "out" / limit.replace("%", "pct")
     # predicted with this machine's profile, measured on this boot and kept beside the runs
     pred = json.load(open(d / "predicted.json"))
     assert pred["config"]["device"] == str(tmp_path / "out" / V.PROFILE)
@@ -116,10 +120,10 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     assert (q["reclaim_costs"], q["stats_flush_ms"]) == ("unrecorded", P.FLUSH_TIME_MS)
     assert rows.loc["major_faults", "predicted_unrecorded"] == q["major_faults"] > 0
     assert "kernel " + os.uname().release in (tmp_path / "out" / V.PROFILE).read_text()
-    # the times are the same run's made again unrecorded (the recorder slows a run under pressure)
-    meas, quiet = json.load(open(d / "measured.json")), json.load(open(d / V.UNRECORDED / "llama_result.json"))
+    # the times are the same run's made again unrecorded (the recorder changes the run it records)
+    quiet = json.load(open(d / V.UNRECORDED / "llama_result.json"))
     assert meas["times_from"] == "unrecorded run" and meas["tpot_recorded_s"] > 0
-    assert (rows.loc["ttft_s", "measured"], rows.loc["tpot_s", "measured"]) == (quiet["ttft_s"], quiet["tpot_s"])
+    assert (meas["ttft_s"], meas["tpot_s"]) == (quiet["ttft_s"], quiet["tpot_s"])
     assert not any((d / V.UNRECORDED / "run" / "raw").iterdir())      # no probe attached
     # and what it shows without probes (wait4 rusage, memcg peak, vmstat): the same limit held
     assert 0 < meas["unrecorded"]["peak_resident_bytes"] <= rows.loc["peak_resident_bytes", "limit_bytes"]
