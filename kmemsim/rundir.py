@@ -31,13 +31,8 @@ VMSTAT_KEYS = ("pswpin", "pswpout", "swpin_zero", "swpout_zero", "pgpgin", "pgpg
 
 def vmstat(keys=VMSTAT_KEYS) -> dict:
     """The machine's /proc/vmstat counters named in keys (0 for one the kernel lacks)."""
-    out = dict.fromkeys(keys, 0)
-    with open("/proc/vmstat") as f:
-        for line in f:
-            k, _, v = line.partition(" ")
-            if k in out:
-                out[k] = int(v)
-    return out
+    v = read_kv("/proc/vmstat")
+    return {k: v.get(k, 0) for k in keys}
 
 
 def read_text(path, default=None):
