@@ -105,6 +105,13 @@ class MemCgroup:
         except (FileNotFoundError, ValueError):
             return None
 
+    def kmem_peak(self):
+        """Largest kernel-memory charge seen: v1 memory.kmem.max_usage_in_bytes; v2 has none."""
+        try:
+            return int(read(os.path.join(self.path, "memory.kmem.max_usage_in_bytes")))
+        except (FileNotFoundError, ValueError):
+            return None
+
     def add(self, pid):
         write(os.path.join(self.path, "cgroup.procs"), pid)
 

@@ -118,10 +118,11 @@ def measured(run_dir, llama_result, model):
     for w, c in ((1, "swap_out_pages"), (0, "swap_in_pages")):
         x = sw[sw.write == w]
         add(c, x.t, x.nr_sector.to_numpy() // 8)
-    # the memcg's pgmajfault (v1 memory.stat: total_pgmajfault, v2: pgmajfault), sampled at the
-    # recorder's interval: the counter at each phase's start; -1 where the run has no such samples
+    # the process's majflt (/proc/PID/stat), sampled at the recorder's interval: the counter at each
+    # phase's start; runs recorded before it was sampled: the memcg's pgmajfault (v1 memory.stat
+    # total_pgmajfault, v2 pgmajfault); -1 where the run has no such samples
     s = pd.read_parquet(os.path.join(run_dir, "samples.parquet"))
-    col = next((c for c in ("memcg_total_pgmajfault", "memcg_pgmajfault") if c in s), None)
+    col = next((c for c in ("stat_majflt", "memcg_total_pgmajfault", "memcg_pgmajfault") if c in s), None)
     s = s[["t", col]].dropna() if col else s.iloc[:0]
     if len(s):
         t, v = s.t.to_numpy(float), s[col].to_numpy(np.int64)

@@ -54,10 +54,11 @@ class Recording:
     recording ends), samples at each tick, and re-reads /proc/PID/maps when mmap/exec events arrived
     (paths and inodes for the mappings)."""
 
-    def __init__(self, interval=INTERVAL_S, memcg_stat=None, zram_dev=None, smaps_interval=5.0):
+    def __init__(self, interval=INTERVAL_S, memcg_stat=None, zram_dev=None, smaps_interval=5.0,
+                 memcg_interval=INTERVAL_S):
         self.probes = Probes()
         self.interval, self.memcg_stat, self.zram_dev = interval, memcg_stat, zram_dev
-        self.smaps_interval = smaps_interval
+        self.smaps_interval, self.memcg_interval = smaps_interval, memcg_interval
         self.sampler = None
         self.root_pid = None
         self.maps = {}                  # (pid, start, end, perms, off, dev, ino, path) -> first seen ns
@@ -85,7 +86,7 @@ class Recording:
 
     def start(self, pid):
         self.sampler = Sampler(self.interval, self.memcg_stat, self.zram_dev, pid, self.smaps_interval > 0,
-                               self.smaps_interval)
+                               self.smaps_interval, self.memcg_interval)
         self.sampler.start(thread=False)    # sampled from _loop: one thread, fewer wake-ups
         self._thread = threading.Thread(target=self._loop, name="kmemsim-recorder", daemon=True)
         self._thread.start()
@@ -201,7 +202,7 @@ def set_sysctl(stack, name, value):
 
 
 def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_caches=False,
-                interval=INTERVAL_S, smaps_interval=5.0, record=True):
+                interval=INTERVAL_S, smaps_interval=5.0, record=True, memcg_interval=INTERVAL_S):
     """Run argv in a fresh memory cgroup and record it; returns the command's exit status as a shell
     reports it (128+N when killed by signal N, 130 when the recording was interrupted). record=False
     sets the machine up and restores it the same way but attaches no probe and samples nothing: the
@@ -214,6 +215,8 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
     zram_spec = parse_zram(zram) if zram else None
     if interval <= 0:
         raise InputError(f"--interval {interval}: expected a positive number of seconds")
+    if memcg_interval < 0:
+        raise InputError(f"--memcg-interval {memcg_interval}: expected 0 or a positive number of seconds")
     if swappiness is not None and not 0 <= swappiness <= 200:
         raise InputError(f"--swappiness {swappiness}: expected 0..200")
     require_root()
@@ -222,7 +225,8 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
                          "run's; swapoff it first or run without --zram")
     rd = rundir.RunDir.create(out)
     info = {"argv": list(argv), "mode": "run" if record else "run-unrecorded", "mem_limit": limit, "zram": zram,
-            "swappiness": swappiness, "drop_caches": drop_caches, "interval": interval, "cwd": os.getcwd(),
+            "swappiness": swappiness, "drop_caches": drop_caches, "interval": interval,
+            "memcg_interval": memcg_interval, "cwd": os.getcwd(),
             "started": time.time()}
     rd.write_json("command.json", info)
     status = {"complete": False, "exit_code": None, "interrupted": False, "error": None}
@@ -246,7 +250,7 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
                 with open("/proc/sys/vm/drop_caches", "w") as f:
                     f.write("3")
             if record:
-                rec = Recording(interval, cg.stat_path, zs.dev if zs else None, smaps_interval)
+                rec = Recording(interval, cg.stat_path, zs.dev if zs else None, smaps_interval, memcg_interval)
                 stack.callback(rec.close)
             # The shell stops itself; while it is stopped we put it in the cgroup and track it, then
             # it continues and execs the command (same pid): nothing the command does escapes.
@@ -299,7 +303,7 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
     return 128 - code if code < 0 else code
 
 
-def record_pid(pid, out, duration=None, interval=INTERVAL_S, smaps_interval=5.0):
+def record_pid(pid, out, duration=None, interval=INTERVAL_S, smaps_interval=5.0, memcg_interval=INTERVAL_S):
     """Attach to a running process (and what it forks) and record until it exits, `duration` seconds
     pass, or Ctrl-C. Changes nothing on the machine."""
     require_root()
@@ -307,18 +311,21 @@ def record_pid(pid, out, duration=None, interval=INTERVAL_S, smaps_interval=5.0)
         raise InputError(f"no process with pid {pid}; check it with `ps -p {pid}`")
     if interval <= 0:
         raise InputError(f"--interval {interval}: expected a positive number of seconds")
+    if memcg_interval < 0:
+        raise InputError(f"--memcg-interval {memcg_interval}: expected 0 or a positive number of seconds")
     if duration is not None and duration <= 0:
         raise InputError(f"--duration {duration}: expected a positive number of seconds")
     memcg_stat = rundir.memcg_stat_of(pid)
     rd = rundir.RunDir.create(out)
     start_faults = proc_faults(pid)
     rd.write_json("command.json", {"mode": "record", "pid": pid, "cmdline": rundir.cmdline(pid),
-                                   "duration": duration, "interval": interval, "started": time.time()})
+                                   "duration": duration, "interval": interval, "memcg_interval": memcg_interval,
+                                   "started": time.time()})
     status = {"complete": False, "exit_code": None, "interrupted": False, "error": None}
     rec = None
     with signals_interrupt(), contextlib.ExitStack() as stack:
         try:
-            rec = Recording(interval, memcg_stat, None, smaps_interval)
+            rec = Recording(interval, memcg_stat, None, smaps_interval, memcg_interval)
             stack.callback(rec.close)
             rec.track(pid, seed_inodes=True)
             for tid in os.listdir(f"/proc/{pid}/task"):     # children forked before we attached

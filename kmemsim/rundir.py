@@ -332,6 +332,7 @@ def summary(rec, tables, status, samples, tstats, cg=None, rusage=None, faults=N
     if cg is not None:
         out["peak_resident_bytes"] = cg.peak()
         out["peak_source"] = "memcg " + ("memory.max_usage_in_bytes" if cg.version == 1 else "memory.peak")
+        out["kernel_memory_peak_bytes"] = cg.kmem_peak()
         out["memcg"] = cg.stat()
     elif pid is not None:
         hwm = "status_VmHWM"

@@ -22,6 +22,8 @@ ZRAM_MM_STAT = ("orig_data_size", "compr_data_size", "mem_used_total", "mem_limi
 BLOCK_STAT = ("read_ios", "read_merges", "read_sectors", "read_ticks", "write_ios", "write_merges",
               "write_sectors", "write_ticks", "in_flight", "io_ticks", "time_in_queue",
               "discard_ios", "discard_merges", "discard_sectors", "discard_ticks", "flush_ios", "flush_ticks")
+# /proc/PID/stat fields (proc(5)), as indexes after "(comm) ": the process's own fault counts
+PROC_STAT = {"minflt": 7, "majflt": 9}
 STATUS_KEYS = (b"VmPeak", b"VmSize", b"VmHWM", b"VmRSS", b"RssAnon", b"RssFile", b"RssShmem", b"VmSwap",
                b"VmPTE")
 
@@ -53,7 +55,7 @@ def proc_faults(pid):
     except (FileNotFoundError, ProcessLookupError):
         return None
     rest = s[s.rindex(")") + 2:].split()
-    return int(rest[7]), int(rest[9])
+    return int(rest[PROC_STAT["minflt"]]), int(rest[PROC_STAT["majflt"]])
 
 
 def kernel_memory(samples):
@@ -68,13 +70,15 @@ def kernel_memory(samples):
 class Source:
     """One counter file, kept open and re-read with pread. kind: 'kv' ("name value" lines: vmstat,
     memory.stat), 'values' (one line of numbers with the given names: zram mm_stat, block stat),
-    'status' (/proc/PID/status, the kB lines in STATUS_KEYS, stored in bytes).
+    'status' (/proc/PID/status, the kB lines in STATUS_KEYS, stored in bytes), 'stat' (/proc/PID/stat,
+    the fields in PROC_STAT).
 
     A tick costs ~75 us for vmstat: names are learned once (the kernel keeps their order) and the
     numbers go into one flat int64 array per segment; a new segment starts if the layout changes."""
 
-    def __init__(self, path, prefix, kind="kv", names=()):
+    def __init__(self, path, prefix, kind="kv", names=(), every=1):
         self.path, self.prefix, self.kind, self.fixed = path, prefix, kind, list(names)
+        self.every = every              # read at every this many ticks (0: the first and last only)
         self.fd = os.open(path, os.O_RDONLY)
         self.segments = []              # [names, times array('q'), values array('q')]
         self._ntok = None
@@ -89,6 +93,13 @@ class Source:
             if len(lines) != self._ntok:
                 self._learn_status(lines)
             vals = [int(line.split()[1]) * 1024 for line in self._pick(lines)]
+        elif self.kind == "stat":           # /proc/PID/stat: the fields after "(comm) "
+            if not data:
+                return
+            if not self.segments:
+                self.segments.append([list(PROC_STAT), array("q"), array("q")])
+            rest = data[data.rindex(b")") + 2:].split()
+            vals = [rest[i] for i in PROC_STAT.values()]
         else:
             toks = data.split()
             if len(toks) != self._ntok:
@@ -137,31 +148,35 @@ class Sampler:
     bpf_ktime_get_ns() uses, so samples and events share one time axis."""
 
     def __init__(self, interval=INTERVAL_S, memcg_stat=None, zram_dev=None, pid=None, smaps=True,
-                 smaps_interval=5.0):
+                 smaps_interval=5.0, memcg_interval=INTERVAL_S):
         self.interval = interval
         self.smaps_every = max(1, round(smaps_interval / interval)) if smaps and pid else 0
         self.pid = pid
         self.sources = [Source("/proc/vmstat", "vmstat_")]
         if memcg_stat:
-            self.sources.append(Source(memcg_stat, "memcg_"))
+            every = max(1, round(memcg_interval / interval)) if memcg_interval > 0 else 0
+            self.sources.append(Source(memcg_stat, "memcg_", every=every))
             # kernel memory charged to the cgroup: v1 has its own file (v2's memory.stat says "kernel")
             kmem = os.path.join(os.path.dirname(memcg_stat), "memory.kmem.usage_in_bytes")
             if os.path.exists(kmem):
-                self.sources.append(Source(kmem, "memcg_", "values", ["kmem_usage_in_bytes"]))
+                self.sources.append(Source(kmem, "memcg_", "values", ["kmem_usage_in_bytes"], every=every))
         if zram_dev:
             self.sources.append(Source(f"/sys/block/{zram_dev}/mm_stat", "zram_", "values", ZRAM_MM_STAT))
             self.sources.append(Source(f"/sys/block/{zram_dev}/stat", "zram_bio_", "values", BLOCK_STAT))
         if pid:
             self.sources.append(Source(f"/proc/{pid}/status", "status_", "status"))
+            # its fault counts, per tick: by phase without reading memory.stat
+            self.sources.append(Source(f"/proc/{pid}/stat", "stat_", "stat"))
         self.smaps_rows = []
         self.ticks = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kmemsim-sampler", daemon=True)
 
-    def sample(self):
+    def sample(self, last=False):
         t = time.monotonic_ns()
         for s in self.sources:
-            s.read(t)
+            if last or self.ticks == 0 or (s.every and self.ticks % s.every == 0):
+                s.read(t)
         if self.smaps_every and self.ticks % self.smaps_every == 0:
             row = smaps_rollup(self.pid)
             if row:
@@ -193,7 +208,7 @@ class Sampler:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        self.sample()                       # a final row after the command ended
+        self.sample(last=True)              # a final row after the command ended
         for s in self.sources:
             s.close()
 

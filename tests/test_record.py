@@ -178,3 +178,26 @@ def test_an_unrecorded_run_sets_the_machine_up_the_same_way(tmp_path):
     s = summary(str(out))
     assert s["complete"] and s["exit_code"] == 0
     assert not any((out / "raw").iterdir()) and not (out / "samples.parquet").exists()   # no probe
+
+
+def test_memory_stat_read_at_the_start_and_end_only(tmp_path):
+    # --memcg-interval 0: the cgroup's memory.stat (whose read flushes the statistics reclaim decides
+    # by, mem_cgroup_flush_stats() in memory_stat_show()) and v1's kmem usage are read at the first
+    # and last tick, so reclaim sees them as the kernel's own 2 s flush leaves them
+    # (docs/recorder.md); the rest is sampled every tick, and the kernel memory's peak comes from v1's
+    # watermark (memory.kmem.max_usage_in_bytes, page_counter's watermark) read at the end.
+    import pandas as pd
+    out = tmp_path / "run"
+    r = kmemsim("run", "--mem-limit", "64M", "--zram", "lz4:512M", "--memcg-interval", "0", "-o", str(out),
+                "--", sys.executable, "-c", ANON_WRITER, "128")
+    assert r.returncode == 0, r.stderr
+    s = pd.read_parquet(out / "samples.parquet")
+    assert len(s) > 20
+    memcg = s.filter(like="memcg_").iloc[:-1]
+    assert (memcg.nunique() == 1).all()                     # one read before the last tick
+    assert s["status_VmSwap"].nunique() > 2 and s["stat_minflt"].is_monotonic_increasing
+    assert s["stat_minflt"].iloc[-1] > s["stat_minflt"].iloc[0]
+    sm = summary(str(out))
+    assert sm["swap_out_pages"] > 16384                     # 128 MiB written in 64 MiB
+    if "memcg_kmem_usage_in_bytes" in s:
+        assert sm["kernel_memory_peak_bytes"] >= s["memcg_kmem_usage_in_bytes"].max() > 0

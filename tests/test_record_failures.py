@@ -96,6 +96,7 @@ def test_bad_input_one_line_exit_2(tmp_path):
         ("run", "--zram", "lz4", "-o", str(tmp_path / "b"), "--", "true"),
         ("run", "--zram", "nosuchalgo:64M", "-o", str(tmp_path / "c"), "--", "true"),
         ("record", "--pid", "999999999", "-o", str(tmp_path / "d")),
+        ("run", "--memcg-interval", "-1", "-o", str(tmp_path / "e"), "--", "true"),
     ]
     for args in cases:
         r = kmemsim(*args)
