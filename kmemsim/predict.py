@@ -218,10 +218,17 @@ def _alive_maps(b, pid, first):
 
 
 # mm/memcontrol.c FLUSH_TIME: the kernel folds a memcg's per-cpu statistics into the totals reclaim
-# decides by every 2 s (flush_memcg_stats_dwork()). A read of the cgroup's memory.stat (or, on this
-# v1 hierarchy, memory.kmem.usage_in_bytes) flushes them as well: kmemsim's recorder reads both every
-# 10 ms, so a recorded run's kernel decides by fresh statistics (docs/recorder.md).
+# decides by every 2 s (flush_memcg_stats_dwork()). A read of the cgroup's memory.stat flushes them as
+# well (and, measured, one of v1's memory.kmem.usage_in_bytes: docs/recorder.md), so a run recorded
+# reading both every 10 ms decides by fresh statistics.
 FLUSH_TIME_MS = 2000.0
+
+
+def stats_age_ms(memcg_interval):
+    """How stale the statistics reclaim read were (stats_flush_ms) in a run recorded reading the
+    cgroup's memory.stat every memcg_interval s (0: at the start and end only): no older than either
+    flush leaves them."""
+    return min(1e3 * memcg_interval, FLUSH_TIME_MS) if memcg_interval > 0 else FLUSH_TIME_MS
 
 
 def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, threads=2, zram="lz4:4G",

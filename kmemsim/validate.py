@@ -288,7 +288,7 @@ def child_pythonpath_removed():
 
 
 def _reference_child(model, prompt, decode, ctx, mem_limit, outdir, batch, ubatch, threads, zram, swappiness,
-                     interval, record) -> int:
+                     memcg_interval, record) -> int:
     """One reference run in `outdir` (kmemsim.recorder.run_command, recorded or not); its exit status."""
     from .recorder import run_command
     os.makedirs(outdir, exist_ok=True)
@@ -297,26 +297,39 @@ def _reference_child(model, prompt, decode, ctx, mem_limit, outdir, batch, ubatc
     argv = _child_argv(script, "run", res_path, model, prompt, decode, ctx, batch, ubatch, threads)
     with child_pythonpath_removed():
         rc = run_command(argv, os.path.join(outdir, "run"), mem_limit=mem_limit, zram=zram,
-                         swappiness=swappiness, drop_caches=True, interval=interval, smaps_interval=0,
-                         record=record)
+                         swappiness=swappiness, drop_caches=True, smaps_interval=0, record=record,
+                         memcg_interval=memcg_interval)
     if rc == 130:                        # the recording was interrupted: stop, don't go on to the next limit
         raise KeyboardInterrupt("live run interrupted")
     return rc
 
 
 def live_run(model, prompt, decode, ctx, mem_limit, outdir, batch=512, ubatch=512, threads=2,
-             zram="lz4:4G", swappiness=60, interval=INTERVAL_S) -> dict:
-    """The reference run under the recorder, then the same run unrecorded in `outdir`/unrecorded/
-    for its times (UNRECORDED). Returns the measured metrics; the run directory is `outdir`."""
+             zram="lz4:4G", swappiness=60, memcg_interval=INTERVAL_S) -> dict:
+    """The reference run under the recorder (reading the cgroup's memory.stat every memcg_interval
+    s), then the same run unrecorded in `outdir`/unrecorded/ for its times (UNRECORDED). Returns the
+    measured metrics; the run directory is `outdir`."""
     args = (model, prompt, decode, ctx, mem_limit)
-    rest = (batch, ubatch, threads, zram, swappiness, interval)
+    rest = (batch, ubatch, threads, zram, swappiness, memcg_interval)
     rc = _reference_child(*args, outdir, *rest, record=True)
     _reference_child(*args, os.path.join(outdir, UNRECORDED), *rest, record=False)
     return measured(outdir, model, rc)
 
 
+def recorded_memcg_interval(outdir):
+    """How often the recorder read the run's memory.stat (its command.json; runs recorded before
+    --memcg-interval read it at every tick)."""
+    with open(os.path.join(outdir, "run", "command.json")) as f:
+        return json.load(f).get("memcg_interval", INTERVAL_S)
+
+
 def _peak_kernel_memory(run_dir):
-    """The cgroup's largest sampled kernel-memory charge, or None (a run recorded without it)."""
+    """The cgroup's largest kernel-memory charge (v1's watermark; else the largest sampled), or None
+    (a run recorded without either)."""
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        peak = json.load(f).get("kernel_memory_peak_bytes")
+    if peak is not None:
+        return peak
     p = os.path.join(run_dir, "samples.parquet")
     if not os.path.exists(p):
         return None
@@ -474,7 +487,7 @@ def engine_baseline(refresh=False) -> dict:
         out = os.path.join(d, "baseline.json")
         with child_pythonpath_removed():
             run_command(_child_argv(script, "baseline", out), os.path.join(d, "run"), drop_caches=True,
-                        interval=0.005, smaps_interval=0)
+                        interval=0.005, smaps_interval=0, memcg_interval=0.005)
         s = pd.read_parquet(os.path.join(d, "run", "samples.parquet"))
         with open(out) as f:
             child = json.load(f)
@@ -795,14 +808,16 @@ def combine(runs: list) -> dict:
 
 
 def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, threads=2, zram="lz4:4G",
-             swappiness=60, reuse=False, progress=None, repeat=1) -> pd.DataFrame:
+             swappiness=60, reuse=False, progress=None, repeat=1, memcg_interval=INTERVAL_S) -> pd.DataFrame:
     """For each limit: `repeat` live reference runs (with reuse, those already in out/<label>/ and its
     repeat-<i>/), the prediction, and the comparison against the runs' median. Writes
     out/validation.csv, validation.md, plots/ and per-limit predicted.json / measured.json (each
     run's; each run's unrecorded twin, whose times are reported, in its unrecorded/),
     engine-baseline.json (the engine measured just before each run; the prediction uses the first
     run's, also when reused) and device-profile.toml (device_profile); the phase table and plots
-    are the first run's. Returns the long table."""
+    are the first run's. memcg_interval: how often the recorder reads the cgroup's memory.stat
+    (kmemsim run --memcg-interval; 0: at the start and end only, the kernel as it runs unobserved);
+    a reused run is predicted with the period it was recorded with. Returns the long table."""
     from . import predict as P
     lims = check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
     if int(repeat) < 1:
@@ -836,7 +851,8 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
                 # neither reads nor is charged for (engine_baseline)
                 os.makedirs(rd, exist_ok=True)
                 _atomic_json(os.path.join(rd, BASELINE), engine_baseline(refresh=True))
-                meas = live_run(model, prompt, decode, ctx, limit, rd, batch, ubatch, threads, zram, swappiness)
+                meas = live_run(model, prompt, decode, ctx, limit, rd, batch, ubatch, threads, zram, swappiness,
+                                memcg_interval)
             _atomic_json(os.path.join(rd, "measured.json"), meas)
             live.append(meas)
         if os.path.exists(os.path.join(d, BASELINE)):
@@ -846,9 +862,10 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
             eng = engine = engine or engine_baseline()
         # the reference run as it ran, under the recorder (reclaim at the cost it paid there, the
         # memcg statistics as fresh as its reads of them keep them), for what it measured
+        age = P.stats_age_ms(recorded_memcg_interval(d))
         pred = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
                          engine=eng, probe=probe, warm=warm, keep_result=True, device=prof, recorded=True,
-                         stats_flush_ms=0.0)
+                         stats_flush_ms=age)
         res = pred.pop("_result")
         pred.pop("_trace")
         # and as its unrecorded twin ran, the device unobserved: reclaim at its unobserved cost, the
@@ -865,7 +882,7 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
         # just fitting) a few hundred KiB move the outcome as much as the bound allows.
         band = [P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
                           engine=eng, probe=dict(probe, anon_bytes=int(probe["anon_bytes"] * f)), warm=warm,
-                          device=prof, recorded=True)
+                          device=prof, recorded=True, stats_flush_ms=age)
                 for f in SENSITIVITY]
         _atomic_json(os.path.join(d, "predicted.json"), pred)
         runs[label] = (d, res, live[0])
@@ -996,13 +1013,18 @@ def plots(out, runs, model):
         tl = res.timeline
         xs = phases.axis(s["t"], starts, s["t"].max())
         xp = phases.predicted_axis(tl)
-        ax[0].plot(xs, s["memcg_total_cache"] / 2**20, label="file (measured, memcg cache)")
-        ax[0].plot(xs, s["memcg_total_rss"] / 2**20, label="anon (measured, memcg rss)")
+        # measured from the records and /proc/PID/status, not memory.stat: the recorder may read that
+        # only at the start and end (--memcg-interval 0), as each read changes reclaim
+        f = pd.read_parquet(os.path.join(d, "run", "raw", "filemap.parquet"))
+        ch = pd.concat([phases.tracked(f[f["kind"] == "add"]), f[f["kind"] == "delete"]]).sort_values("t")
+        pages = np.left_shift(1, ch["order"].to_numpy().astype(np.int64)) * np.where(ch["kind"] == "add", 1, -1)
+        ax[0].plot(phases.axis(ch["t"], starts, s["t"].max()), np.cumsum(pages) * PAGE / 2**20,
+                   label="file (measured, page cache added less deleted)")
+        ax[0].plot(xs, s["status_RssAnon"] / 2**20, label="anon (measured, RssAnon)")
         ax[0].plot(xp, tl["nr_file_pages"] * PAGE / 2**20, "--", label="file (predicted)")
         ax[0].plot(xp, tl["nr_anon_pages"] * PAGE / 2**20, "--", label="anon (predicted)")
         ax[0].set_ylabel("MiB")
         ax[0].set_title(f"resident memory, limit {label}")
-        f = pd.read_parquet(os.path.join(d, "run", "raw", "filemap.parquet"))
         for g, what in ((phases.tracked(f[f["kind"] == "add"]), "all files"),     # as validation-phases.csv
                         (f[(f["kind"] == "add") & (f["ino"] == ino)], "model")):
             ax[1].plot(phases.axis(g["t"], starts, s["t"].max()),

@@ -30,6 +30,7 @@ from click.testing import CliRunner
 
 from kmemsim import device, phases
 from kmemsim.cli import main
+from kmemsim.samplers import INTERVAL_S
 
 SHAPE = dict(type="f16", n_layer=4, n_embd=768, n_ff=2048, n_head=12, n_head_kv=4, n_vocab=32000)
 
@@ -110,12 +111,12 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     pred = json.load(open(d / "predicted.json"))
     assert pred["config"]["device"] == str(tmp_path / "out" / V.PROFILE)
     # its metrics predicted with reclaim as the recorded run paid it and the memcg statistics as
-    # fresh as the recorder's memory.stat reads keep them; its times, and its unrecorded twin's
-    # metrics, as the device unobserved: the statistics as old as the kernel's own flush leaves them
-    # (FLUSH_TIME in mm/memcontrol.c)
+    # fresh as the recorder's memory.stat reads keep them (every 10 ms); its times, and its
+    # unrecorded twin's metrics, as the device unobserved: the statistics as old as the kernel's own
+    # flush leaves them (FLUSH_TIME in mm/memcontrol.c)
     from kmemsim import predict as P
     assert pred["config"]["reclaim_costs"] == "recorded" and pred["tpot_recorded_s"] > 0
-    assert pred["config"]["stats_flush_ms"] == 0
+    assert pred["config"]["stats_flush_ms"] == 1e3 * INTERVAL_S == 10
     q = pred[V.UNRECORDED]
     assert (q["reclaim_costs"], q["stats_flush_ms"]) == ("unrecorded", P.FLUSH_TIME_MS)
     assert rows.loc["major_faults", "predicted_unrecorded"] == q["major_faults"] > 0
