@@ -32,6 +32,8 @@ struct km_config {
     int64_t stats_flush_ns;       /* the memcg statistics reclaim reads (lruvec_page_state()) are
                                    * rstat-flushed copies, brought up to date this often on the clock
                                    * reads complete against; 0 = always up to date */
+    int64_t stats_flush_phase_ns; /* the first flush, after which they follow every stats_flush_ns;
+                                   * before it they are as at the start (a new memcg: nothing) */
     char policy[32];
     int64_t policy_param;         /* policy-specific strength (e.g. DW rotations) */
 };

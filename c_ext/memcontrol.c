@@ -71,7 +71,9 @@ void obj_cgroup_charge(struct km_emu *e, int64_t bytes)
  * recorder sampling it; reclaim's own mem_cgroup_flush_stats_ratelimited() flushes only when the
  * periodic one is a full cycle late. So inactive_is_low(), prepare_scan_control()'s refault check
  * and workingset_test_recent()'s workingset size see the lists as they were up to one interval
- * (cfg.stats_flush_ns) ago; 0 reads them as they are. */
+ * (cfg.stats_flush_ns) ago; 0 reads them as they are. The periodic flush runs on a timer of its own,
+ * so its phase against the run is the run's chance (cfg.stats_flush_phase_ns); until the first
+ * flush the statistics are those of the memcg as the run starts: new, nothing charged. */
 static int64_t memcg_stat_now(const struct km_emu *e, int item)
 {
     if (item < NR_LRU_LISTS) return e->lru[item].nr_pages;
@@ -79,13 +81,20 @@ static int64_t memcg_stat_now(const struct km_emu *e, int item)
                                                           : VM_workingset_activate_file];
 }
 
+/* flush_memcg_stats_dwork(), when due: checked at every event and every read, so the flushed copies
+ * are the lists as they stood when it fell due (to within one event). */
+void memcg_flush_stats_due(struct km_emu *e)
+{
+    int64_t t = io_clock(e);
+    if (t < e->stat_next_flush) return;                  /* INT64_MAX when they are always fresh */
+    for (int i = 0; i < NR_MEMCG_STATS; i++) e->stat[i] = memcg_stat_now(e, i);
+    int64_t period = e->cfg.stats_flush_ns, phase = e->cfg.stats_flush_phase_ns;
+    e->stat_next_flush = ((t - phase) / period + 1) * period + phase;
+}
+
 int64_t lruvec_page_state(struct km_emu *e, int item)
 {
     if (e->cfg.stats_flush_ns <= 0) return memcg_stat_now(e, item);
-    int64_t t = io_clock(e);
-    if (t >= e->stat_next_flush) {                       /* a flush since the last read */
-        for (int i = 0; i < NR_MEMCG_STATS; i++) e->stat[i] = memcg_stat_now(e, i);
-        e->stat_next_flush = (t / e->cfg.stats_flush_ns + 1) * e->cfg.stats_flush_ns;
-    }
+    memcg_flush_stats_due(e);
     return e->stat[item];
 }

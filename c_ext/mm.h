@@ -351,6 +351,7 @@ void km_hugepage_hint(void *p, size_t bytes);                /* THP for a large 
 /* memcontrol.c */
 int mem_cgroup_charge(struct km_emu *e, int64_t nr);
 int64_t lruvec_page_state(struct km_emu *e, int item);
+void memcg_flush_stats_due(struct km_emu *e);
 int mem_cgroup_charge_noretry(struct km_emu *e, int64_t nr);
 void mem_cgroup_uncharge(struct km_emu *e, int64_t nr);
 int64_t mem_cgroup_get_nr_swap_pages(const struct km_emu *e);

@@ -34,6 +34,7 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
     e->task_row = e->scratch[0];
     e->phase_row = e->scratch[1];
     e->next_sample = e->cfg.sample_ns > 0 ? INT64_MIN : INT64_MAX;
+    e->stat_next_flush = e->cfg.stats_flush_ns > 0 ? e->cfg.stats_flush_phase_ns : INT64_MAX;
     for (int l = 0; l < NR_LRU_LISTS; l++) e->lru[l].head = e->lru[l].tail = -1;
     e->nr_files = nr_files;
     e->file_obj = xcalloc(nr_files, sizeof(int32_t));
@@ -169,6 +170,7 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
         if (e->nr_io_wait && t[i] != e->now) io_barrier(e, t[i]);   /* a graph node ended */
         e->now = t[i];
         bio_poll(e);
+        memcg_flush_stats_due(e);
         if (t[i] >= e->next_sample) {                     /* INT64_MAX when not sampling */
             if (e->tl_rows == 0) e->next_sample = t[i];
             while (t[i] >= e->next_sample) {

@@ -21,10 +21,13 @@ import click
 @click.option("--policy", default="stock", show_default=True)
 @click.option("--stats-flush-ms", type=float, default=None,
               help="memcg statistics reclaim reads are this old [default: 2000, the kernel's own flush; "
-                   "0: current, as under kmemsim's recorder]")
+                   "10: as under kmemsim's recorder; 0: always current]")
+@click.option("--stats-flush-phase-ms", type=float, default=0.0, show_default=True,
+              help="when the first of those flushes falls after the start (0..--stats-flush-ms): the "
+                   "kernel's timer is not the run's, so any phase is as likely (validate shows the range)")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def predict(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram, swappiness, policy,
-            stats_flush_ms, as_json):
+            stats_flush_ms, stats_flush_phase_ms, as_json):
     """Predict storage reads, evictions, faults, swap and peak memory of a llama.cpp run."""
     from . import predict as P
     from . import validate as V
@@ -34,8 +37,11 @@ def predict(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram,
     lims = V.parse_limits(mem_limit, V.model_size(model))
     if len(lims) != 1:
         raise InputError("--mem-limit: give one limit")
+    flush = P.FLUSH_TIME_MS if stats_flush_ms is None else stats_flush_ms
+    if not 0 <= stats_flush_phase_ms <= flush:
+        raise InputError(f"--stats-flush-phase-ms {stats_flush_phase_ms:g}: expected 0..{flush:g} (the flush period)")
     out = P.predict(model, prompt, decode, ctx, lims[0][1], batch, ubatch, threads, zram, swappiness, policy,
-                    stats_flush_ms=P.FLUSH_TIME_MS if stats_flush_ms is None else stats_flush_ms)
+                    stats_flush_ms=flush, stats_flush_phase_ms=stats_flush_phase_ms)
     if as_json:
         click.echo(json.dumps(out, indent=1, default=str))
         return

@@ -87,6 +87,9 @@ class Config:
     # against): the kernel's own flush runs every 2,000 ms and a memory.stat reader adds its own,
     # as kmemsim's recorder does every 10 ms; 0 reads them as they are (c_ext/memcontrol.c)
     stats_flush_ms: float = 0.0
+    # when the first of those flushes falls (ms from the start; the kernel's timer is not the run's,
+    # so it is the run's chance); before it the statistics are the new memcg's: nothing
+    stats_flush_phase_ms: float = 0.0
 
     def to_c(self, ffi):
         if self.policy not in known_policies():
@@ -139,6 +142,9 @@ class Config:
         if self.stats_flush_ms < 0:
             raise InputError(f"stats_flush_ms {self.stats_flush_ms} is negative")
         c.stats_flush_ns = int(round(self.stats_flush_ms * 1e6))
+        if not 0 <= self.stats_flush_phase_ms <= max(self.stats_flush_ms, 0):
+            raise InputError(f"stats_flush_phase_ms {self.stats_flush_phase_ms} is outside 0..stats_flush_ms")
+        c.stats_flush_phase_ns = int(round(self.stats_flush_phase_ms * 1e6))
         c.policy = self.policy.encode()
         c.policy_param = int(self.policy_param)
         return c

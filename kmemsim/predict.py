@@ -224,6 +224,13 @@ def _alive_maps(b, pid, first):
 FLUSH_TIME_MS = 2000.0
 
 
+# The kernel's flush timer is not the run's: where its 2 s fall against the run is chance, and with
+# statistics that old it moves the outcome (tiny 40% unobserved: 11.2-22.9 k major faults over these
+# phases; docs/validation.md, session 17). validate predicts the kernel's own flush at these fractions of its
+# period; a reader's flushes (the recorder's) start with the run, at phase 0.
+FLUSH_PHASES = (0.0, 0.25, 0.5, 0.75)
+
+
 def stats_age_ms(memcg_interval):
     """How stale the statistics reclaim read were (stats_flush_ms) in a run recorded reading the
     cgroup's memory.stat every memcg_interval s (0: at the start and end only): no older than either
@@ -233,11 +240,11 @@ def stats_age_ms(memcg_interval):
 
 def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, threads=2, zram="lz4:4G",
             swappiness=60, policy="stock", engine=None, probe=None, warm=None, keep_result=False,
-            stats_flush_ms=0.0, device=None, recorded=False) -> dict:
+            stats_flush_ms=0.0, device=None, recorded=False, stats_flush_phase_ms=0.0) -> dict:
     """Predicted metrics of the reference run (keys as in METRICS) plus the configuration.
     stats_flush_ms: how stale the memcg statistics reclaim reads are (Config.stats_flush_ms): 0 reads
-    them as they are, as a recorded run's kernel does; FLUSH_TIME_MS as the kernel alone leaves them
-    (`kmemsim predict`'s default).
+    them as they are; FLUSH_TIME_MS as the kernel alone leaves them (`kmemsim predict`'s default).
+    stats_flush_phase_ms: when the first flush falls (Config.stats_flush_phase_ms; FLUSH_PHASES).
     device: the machine's measured profile (kmemsim.device.Device; None: _this_machine()).
     recorded: reclaim at the cost a run under kmemsim's recorder pays (Device.task_costs), as
     validate's recorded reference runs ran; else as the device runs unobserved."""
@@ -267,6 +274,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     notes += n
     cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0,
                  threads=int(threads), stats_flush_ms=float(stats_flush_ms),
+                 stats_flush_phase_ms=float(stats_flush_phase_ms),
                  **(prof.task_costs(zram, recorded) if prof is not None else {}))
     # one replay of the phase-split copy (kmemsim.timing.split_phases only inserts PHASE marks, so
     # the counts are those of the trace itself) gives both the metrics and the per-phase counts
@@ -301,6 +309,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
                      "decode": int(decode), "ctx": int(ctx), "batch": int(batch), "ubatch": int(ubatch),
                      "threads": int(threads), "mem_limit_bytes": int(limit), "zram": zram,
                      "swappiness": int(swappiness), "policy": policy, "stats_flush_ms": float(stats_flush_ms),
+                     "stats_flush_phase_ms": float(stats_flush_phase_ms),
                      "engine_file_bytes": (engine or {}).get("file_bytes"),
                      "engine_anon_bytes": probe.get("anon_bytes"),
                      "llama_buffers": probe.get("buffers"),

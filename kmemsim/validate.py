@@ -863,26 +863,34 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
         # the reference run as it ran, under the recorder (reclaim at the cost it paid there, the
         # memcg statistics as fresh as its reads of them keep them), for what it measured
         age = P.stats_age_ms(recorded_memcg_interval(d))
-        pred = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-                         engine=eng, probe=probe, warm=warm, keep_result=True, device=prof, recorded=True,
-                         stats_flush_ms=age)
+        args = (model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness)
+        kw = dict(engine=eng, probe=probe, warm=warm, device=prof)
+        pred = P.predict(*args, **kw, keep_result=True, recorded=True, stats_flush_ms=age)
         res = pred.pop("_result")
         pred.pop("_trace")
         # and as its unrecorded twin ran, the device unobserved: reclaim at its unobserved cost, the
         # statistics as old as the kernel alone leaves them; its times are the ones reported
-        quiet = P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-                          engine=eng, probe=probe, warm=warm, device=prof, stats_flush_ms=P.FLUSH_TIME_MS)
+        quiet = P.predict(*args, **kw, stats_flush_ms=P.FLUSH_TIME_MS)
+        # where the kernel's own flush sets the statistics' age, its timer's phase is the run's chance:
+        # the same predictions at the other phases (P.FLUSH_PHASES) give the range it spans
+        phased = [P.predict(*args, **kw, recorded=True, stats_flush_ms=age, stats_flush_phase_ms=f * age)
+                  for f in P.FLUSH_PHASES[1:] if age >= P.FLUSH_TIME_MS]
+        quiet_phased = [P.predict(*args, **kw, stats_flush_ms=P.FLUSH_TIME_MS,
+                                  stats_flush_phase_ms=f * P.FLUSH_TIME_MS) for f in P.FLUSH_PHASES[1:]]
         pred.update({"ttft_recorded_s": pred["ttft_s"], "tpot_recorded_s": pred["tpot_s"],
                      "ttft_s": quiet["ttft_s"], "tpot_s": quiet["tpot_s"],
                      UNRECORDED: dict({m: quiet.get(m) for m in METRICS},
                                       stats_flush_ms=quiet["config"]["stats_flush_ms"],
-                                      reclaim_costs=quiet["config"]["reclaim_costs"])})
+                                      reclaim_costs=quiet["config"]["reclaim_costs"],
+                                      over_flush_phase={m: [q.get(m) for q in [quiet] + quiet_phased]
+                                                        for m in METRICS})})
+        if phased:
+            pred["over_flush_phase"] = {m: [q.get(m) for q in [pred] + phased] for m in METRICS}
         # Sensitivity, not an error bar: the same prediction with the engine's measured heap 1%
         # smaller and larger. Near a tipping point (reclaim turning to anon or not, a cyclic scan
         # just fitting) a few hundred KiB move the outcome as much as the bound allows.
-        band = [P.predict(model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness,
-                          engine=eng, probe=dict(probe, anon_bytes=int(probe["anon_bytes"] * f)), warm=warm,
-                          device=prof, recorded=True, stats_flush_ms=age)
+        band = [P.predict(*args, **dict(kw, probe=dict(probe, anon_bytes=int(probe["anon_bytes"] * f))),
+                          recorded=True, stats_flush_ms=age)
                 for f in SENSITIVITY]
         _atomic_json(os.path.join(d, "predicted.json"), pred)
         runs[label] = (d, res, live[0])
@@ -891,7 +899,9 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
             p = pred.get(m)
             q, lo, hi, each = med[m]
             # the band is of the recorded run's reclaim costs: no band for the unobserved times
-            alt = [v for v in [p] + ([] if m in ("ttft_s", "tpot_s") else [b.get(m) for b in band]) if v is not None]
+            alt = [v for v in [p] + ([] if m in ("ttft_s", "tpot_s") else [b.get(m) for b in band + phased])
+                   if v is not None]
+            qs = [v for v in pred[UNRECORDED]["over_flush_phase"][m] if v is not None]
             rows.append({"model": os.path.basename(model), "model_bytes": model_size(model), "limit": label,
                          "limit_bytes": limit, "metric": m, "predicted": p, "measured": q,
                          "measured_lo": lo, "measured_hi": hi, "live_runs": len(each),
@@ -906,7 +916,9 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
                          # recorder moves the kernel too: docs/validation.md, "The reference run"),
                          # beside the prediction of the device unobserved
                          "measured_unrecorded": (live[0].get(UNRECORDED) or {}).get(m),
-                         "predicted_unrecorded": pred[UNRECORDED].get(m)})
+                         "predicted_unrecorded": pred[UNRECORDED].get(m),
+                         "predicted_unrecorded_lo": min(qs) if qs else None,
+                         "predicted_unrecorded_hi": max(qs) if qs else None})
     df = pd.DataFrame(rows)
     write_outputs(df, out, runs, model)
     return df
@@ -970,13 +982,16 @@ def markdown_unrecorded(df: pd.DataFrame) -> str:
         return ""
     lines = ["\nThe same runs made again unrecorded, beside the prediction of the device unobserved (reclaim "
              "at its unobserved cost, the memcg statistics as old as the kernel alone leaves them; no bound):\n",
-             "| model | limit | metric | predicted, unobserved | measured, unrecorded | error |",
-             "|---|---|---|---:|---:|---:|"]
+             "| model | limit | metric | predicted, unobserved | measured, unrecorded | error "
+             "| predicted over the kernel's flush phase |",
+             "|---|---|---|---:|---:|---:|---:|"]
     for r in d.itertuples():
         e = rel_error(r.predicted_unrecorded, r.measured_unrecorded)
         e = "-" if e is None or np.isnan(e) else ("inf" if np.isinf(e) else f"{e * 100:+.1f}%")
+        lo, hi = getattr(r, "predicted_unrecorded_lo", None), getattr(r, "predicted_unrecorded_hi", None)
+        rng = "-" if lo is None or pd.isna(lo) else f"{_fmt(r.metric, lo)} .. {_fmt(r.metric, hi)}"
         lines.append(f"| {r.model} | {r.limit} | {r.metric} | {_fmt(r.metric, r.predicted_unrecorded)} | "
-                     f"{_fmt(r.metric, r.measured_unrecorded)} | {e} |")
+                     f"{_fmt(r.metric, r.measured_unrecorded)} | {e} | {rng} |")
     return "\n".join(lines) + "\n"
 
 

@@ -581,12 +581,12 @@ def test_munmap_marks_each_folio_once():
 def test_reclaim_decides_by_the_last_flushed_statistics():
     # lruvec_page_state() reads a memcg's statistics as of their last rstat flush
     # (mem_cgroup_flush_stats(): every 2 s, or when memory.stat is read). In a 64-page cgroup, 70
-    # pages read once make the first reclaim, which flushes: 64 inactive, none active. Then 40
-    # pages read twice each are activated (folio_mark_accessed() twice), and 200 new pages stream
-    # through. Read as they are, the lists say the inactive one is low (inactive_is_low()): reclaim
-    # deactivates the 40 (shrink_active_list()) and drops them. Flushed once a second, a trace of a
-    # few microseconds keeps the first flush: no list low, no refault activation since the last
-    # snapshot (prepare_scan_control()), so nothing is deactivated and the 40 stay active.
+    # pages read once make the first reclaim. Then 40 pages read twice each are activated
+    # (folio_mark_accessed() twice), and 200 new pages stream through. Read as they are, the lists
+    # say the inactive one is low (inactive_is_low()): reclaim deactivates the 40
+    # (shrink_active_list()) and drops them. Flushed once a second from the start, a trace of a few
+    # microseconds keeps the new memcg's statistics: no list low, no refault activation since the
+    # last snapshot (prepare_scan_control()), so nothing is deactivated and the 40 stay active.
     def run(stats_flush_ms):
         tr = T(file_pages=512)
         tr.fread(0, 70)
@@ -601,15 +601,42 @@ def test_reclaim_decides_by_the_last_flushed_statistics():
     assert run(1000) == (40, 0)
 
 
+def test_statistics_are_as_the_flush_timer_last_found_them():
+    # flush_memcg_stats_dwork() runs on a timer of its own, so where its flushes fall against a run
+    # is the run's chance (Config.stats_flush_phase_ms); until the first, reclaim reads a new memcg's
+    # statistics (nothing), after it the lists as they stood when it ran. In a 64-page cgroup, 70
+    # pages are read once and 40 twice (activated), then 10 pages just evicted refault:
+    # workingset_test_recent() activates a refault whose distance the flushed workingset size (the
+    # active file list: no swap) covers. Flushed 150 ns in, after the 40 were activated: all ten are.
+    # Flushed only at the start, or first at 200 ns, after the refaults: the active list is empty as
+    # far as reclaim knows, and none is. Read as they are: none either, since reclaim deactivated 21
+    # of the 40 on its way (inactive_is_low()), which leaves 19, short of the distance.
+    def run(stats_flush_ms, phase_ms=0.0):
+        tr = T(file_pages=512)
+        tr.fread(0, 70)
+        for p in range(100, 140):
+            tr.fread(p)
+            tr.fread(p)
+        assert tr.t == 151
+        tr.fread(45, 10)
+        s = tr.run(memcg_limit=64 * 4096, stats_flush_ms=stats_flush_ms, stats_flush_phase_ms=phase_ms).summary
+        return s["workingset_refault_file"], s["workingset_activate_file"], s["pgdeactivate"]
+    assert run(1, 0.00015) == (10, 10, 0)
+    assert run(1) == run(1, 0.0002) == (10, 0, 0)
+    assert run(0) == (10, 0, 21)
+    with pytest.raises(InputError, match="stats_flush_phase_ms"):
+        Emulator(Config(mem="1G", stats_flush_ms=1, stats_flush_phase_ms=2))
+
+
 def test_reclaim_deactivates_regardless_when_stale_statistics_left_it_nothing():
     # do_try_to_free_pages(): when a whole priority loop reclaimed nothing and an active list was
     # left alone because may_deactivate said no (shrink_list() sets sc->skipped_deactivate), reclaim
     # retries with sc->force_deactivate: prepare_scan_control() then deactivates both lists whatever
-    # the ratios say. In a 64-page cgroup, 70 pages read once make the first reclaim, which flushes
-    # the statistics (inactive full, none active); then 100 new pages are each read twice
-    # (folio_mark_accessed() activates them), so the inactive list empties. Read as they are, the
-    # lists say it is low and reclaim deactivates; flushed once a second, they still say it is not
-    # and nothing refaulted, so the first loop skips the active list and reclaims nothing, and the
+    # the ratios say. In a 64-page cgroup, 70 pages read once make the first reclaim; then 100 new
+    # pages are each read twice (folio_mark_accessed() activates them), so the inactive list
+    # empties. Read as they are, the lists say it is low and reclaim deactivates; flushed once a
+    # second from the start, they still say what the new memcg had (nothing: no list low) and
+    # nothing refaulted, so the first loop skips the active list and reclaims nothing, and the
     # retry deactivates. (Without the retry the charge failed and the cgroup OOM-killed the process
     # before its last page.)
     def run(stats_flush_ms):

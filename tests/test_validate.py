@@ -120,6 +120,11 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     q = pred[V.UNRECORDED]
     assert (q["reclaim_costs"], q["stats_flush_ms"]) == ("unrecorded", P.FLUSH_TIME_MS)
     assert rows.loc["major_faults", "predicted_unrecorded"] == q["major_faults"] > 0
+    # and over the phase of the kernel's flush timer (P.FLUSH_PHASES), which is the run's chance
+    over = q["over_flush_phase"]["major_faults"]
+    assert len(over) == len(P.FLUSH_PHASES) and over[0] == q["major_faults"]
+    assert rows.loc["major_faults", "predicted_unrecorded_lo"] == min(over)
+    assert rows.loc["major_faults", "predicted_unrecorded_hi"] == max(over)
     assert "kernel " + os.uname().release in (tmp_path / "out" / V.PROFILE).read_text()
     # the times are the same run's made again unrecorded (the recorder changes the run it records)
     quiet = json.load(open(d / V.UNRECORDED / "llama_result.json"))
@@ -237,6 +242,11 @@ def test_validate_rejects_bad_input(small_model, tmp_path):
     r = CliRunner().invoke(main, ["predict", small_model, "--prompt", "8", "--decode", "-1", "--ctx", "64",
                                   "--mem-limit", "1G"])
     assert r.exit_code == 2 and "--decode" in r.output
+    r = CliRunner().invoke(main, ["predict", small_model, "--prompt", "8", "--decode", "1", "--ctx", "64",
+                                  "--mem-limit", "1G", "--stats-flush-phase-ms", "2500"])
+    assert r.exit_code == 2 and "--stats-flush-phase-ms" in r.output
+    r = CliRunner().invoke(main, ["validate", small_model, "--memcg-interval", "-1", "-o", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "--memcg-interval" in r.output
 
 
 def test_parse_limits():
