@@ -145,10 +145,11 @@ class Recording:
 
 @contextlib.contextmanager
 def signals_interrupt():
-    """SIGTERM and SIGHUP end the recording like Ctrl-C (KeyboardInterrupt), so cleanup runs."""
+    """SIGINT, SIGTERM and SIGHUP end the recording as Ctrl-C does (KeyboardInterrupt), so cleanup
+    runs; SIGINT too because a shell starts a background job with it ignored, which Python keeps."""
     def handler(signum, frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
