@@ -220,14 +220,14 @@ def _alive_maps(b, pid, first):
 # mm/memcontrol.c FLUSH_TIME: the kernel folds a memcg's per-cpu statistics into the totals reclaim
 # decides by every 2 s (flush_memcg_stats_dwork()). A read of the cgroup's memory.stat flushes them as
 # well (and, measured, one of v1's memory.kmem.usage_in_bytes: docs/recorder.md), so a run recorded
-# reading both every 10 ms decides by fresh statistics.
+# reading both every 10 ms decides by statistics at most 10 ms old (stats_age_ms).
 FLUSH_TIME_MS = 2000.0
 
 
 # The kernel's flush timer is not the run's: where its 2 s fall against the run is chance, and with
 # statistics that old it moves the outcome (tiny 40% unobserved: 11.2-22.9 k major faults over these
-# phases; docs/validation.md, session 17). validate predicts the kernel's own flush at these fractions of its
-# period; a reader's flushes (the recorder's) start with the run, at phase 0.
+# phases; docs/validation.md, session 17). validate predicts the kernel's own flush at these
+# fractions of its period; a reader's flushes (the recorder's) start with the run, at phase 0.
 FLUSH_PHASES = (0.0, 0.25, 0.5, 0.75)
 
 

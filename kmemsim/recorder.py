@@ -202,6 +202,13 @@ def set_sysctl(stack, name, value):
         f.write(str(value))
 
 
+def check_periods(interval, memcg_interval):
+    if interval <= 0:
+        raise InputError(f"--interval {interval}: expected a positive number of seconds")
+    if memcg_interval < 0:
+        raise InputError(f"--memcg-interval {memcg_interval}: expected 0 or a positive number of seconds")
+
+
 def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_caches=False,
                 interval=INTERVAL_S, smaps_interval=5.0, record=True, memcg_interval=INTERVAL_S):
     """Run argv in a fresh memory cgroup and record it; returns the command's exit status as a shell
@@ -214,10 +221,7 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
         raise InputError("no command given; usage: kmemsim run [OPTIONS] -o RUNDIR -- COMMAND...")
     limit = parse_size(mem_limit, "--mem-limit") if mem_limit else None
     zram_spec = parse_zram(zram) if zram else None
-    if interval <= 0:
-        raise InputError(f"--interval {interval}: expected a positive number of seconds")
-    if memcg_interval < 0:
-        raise InputError(f"--memcg-interval {memcg_interval}: expected 0 or a positive number of seconds")
+    check_periods(interval, memcg_interval)
     if swappiness is not None and not 0 <= swappiness <= 200:
         raise InputError(f"--swappiness {swappiness}: expected 0..200")
     require_root()
@@ -310,10 +314,7 @@ def record_pid(pid, out, duration=None, interval=INTERVAL_S, smaps_interval=5.0,
     require_root()
     if not os.path.exists(f"/proc/{pid}"):
         raise InputError(f"no process with pid {pid}; check it with `ps -p {pid}`")
-    if interval <= 0:
-        raise InputError(f"--interval {interval}: expected a positive number of seconds")
-    if memcg_interval < 0:
-        raise InputError(f"--memcg-interval {memcg_interval}: expected 0 or a positive number of seconds")
+    check_periods(interval, memcg_interval)
     if duration is not None and duration <= 0:
         raise InputError(f"--duration {duration}: expected a positive number of seconds")
     memcg_stat = rundir.memcg_stat_of(pid)

@@ -874,7 +874,7 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
         # where the kernel's own flush sets the statistics' age, its timer's phase is the run's chance:
         # the same predictions at the other phases (P.FLUSH_PHASES) give the range it spans
         phased = [P.predict(*args, **kw, recorded=True, stats_flush_ms=age, stats_flush_phase_ms=f * age)
-                  for f in P.FLUSH_PHASES[1:] if age >= P.FLUSH_TIME_MS]
+                  for f in P.FLUSH_PHASES[1:]] if age >= P.FLUSH_TIME_MS else []
         quiet_phased = [P.predict(*args, **kw, stats_flush_ms=P.FLUSH_TIME_MS,
                                   stats_flush_phase_ms=f * P.FLUSH_TIME_MS) for f in P.FLUSH_PHASES[1:]]
         pred.update({"ttft_recorded_s": pred["ttft_s"], "tpot_recorded_s": pred["tpot_s"],
