@@ -578,6 +578,17 @@ def test_munmap_marks_each_folio_once():
     assert [state(res, p) for p in (0, 1024, 6144)] == [R | REF] * 3
 
 
+def full_then_activated(n):
+    """The stale-statistics tests' trace, for a 64-page cgroup: 70 pages read once (the first
+    reclaim), then n new pages from page 100 each read twice (folio_mark_accessed() activates them)."""
+    tr = T(file_pages=512)
+    tr.fread(0, 70)
+    for p in range(100, 100 + n):
+        tr.fread(p)
+        tr.fread(p)
+    return tr
+
+
 def test_reclaim_decides_by_the_last_flushed_statistics():
     # lruvec_page_state() reads a memcg's statistics as of their last rstat flush
     # (mem_cgroup_flush_stats(): every 2 s, or when memory.stat is read). In a 64-page cgroup, 70
@@ -588,11 +599,7 @@ def test_reclaim_decides_by_the_last_flushed_statistics():
     # microseconds keeps the new memcg's statistics: no list low, no refault activation since the
     # last snapshot (prepare_scan_control()), so nothing is deactivated and the 40 stay active.
     def run(stats_flush_ms):
-        tr = T(file_pages=512)
-        tr.fread(0, 70)
-        for p in range(100, 140):
-            tr.fread(p)
-            tr.fread(p)
+        tr = full_then_activated(40)
         tr.fread(200, 200)
         res = tr.run(memcg_limit=64 * 4096, stats_flush_ms=stats_flush_ms)
         kept = [state(res, p) for p in range(100, 140)]
@@ -612,11 +619,7 @@ def test_statistics_are_as_the_flush_timer_last_found_them():
     # far as reclaim knows, and none is. Read as they are: none either, since reclaim deactivated 21
     # of the 40 on its way (inactive_is_low()), which leaves 19, short of the distance.
     def run(stats_flush_ms, phase_ms=0.0):
-        tr = T(file_pages=512)
-        tr.fread(0, 70)
-        for p in range(100, 140):
-            tr.fread(p)
-            tr.fread(p)
+        tr = full_then_activated(40)
         assert tr.t == 151
         tr.fread(45, 10)
         s = tr.run(memcg_limit=64 * 4096, stats_flush_ms=stats_flush_ms, stats_flush_phase_ms=phase_ms).summary
@@ -640,11 +643,7 @@ def test_reclaim_deactivates_regardless_when_stale_statistics_left_it_nothing():
     # retry deactivates. (Without the retry the charge failed and the cgroup OOM-killed the process
     # before its last page.)
     def run(stats_flush_ms):
-        tr = T(file_pages=512)
-        tr.fread(0, 70)
-        for p in range(100, 200):
-            tr.fread(p)
-            tr.fread(p)
+        tr = full_then_activated(100)
         res = tr.run(memcg_limit=64 * 4096, stats_flush_ms=stats_flush_ms)
         return res.summary["oom_kill"], bool(state(res, 199) & PageState.RESIDENT), res.summary["pgdeactivate"] > 0
     assert run(0) == (0, True, True)
