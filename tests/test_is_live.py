@@ -26,6 +26,7 @@ import glob
 import os
 
 import pytest
+from skips import needs_llama_cpp
 
 SHAPE = dict(type="f16", n_layer=4, n_embd=512, n_ff=1024, n_head=8, n_head_kv=8, n_vocab=4096)
 
@@ -80,7 +81,7 @@ def _restored(before_cg):
 def test_is_live_pages_out_the_kv_buffer(tiny_model, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
-    pytest.importorskip("llama_cpp")
+    needs_llama_cpp()
     from kmemsim import live_is as L
     from kmemsim.swap_setup import active_swaps
     if active_swaps():

@@ -3,13 +3,14 @@ import pytest
 
 from kmemsim import gguf_layout, synth, trace_info
 from kmemsim import llama_trace as lt
+from skips import needs_llama_cpp
 
 pytestmark = pytest.mark.llama
 
 
 @pytest.fixture(scope="module", params=["Llama-3.2-1B", "Qwen2.5-1.5B", "Qwen3-0.6B", "Mixtral-8x7B"])
 def model(request, tmp_path_factory):
-    pytest.importorskip("llama_cpp")
+    needs_llama_cpp()
     p = tmp_path_factory.mktemp("m") / f"{request.param}.gguf"
     return synth.write_model(p, request.param, "q4_0", layers=2 if "x7B" not in request.param else 1,
                              progress=False)

@@ -17,17 +17,6 @@ SCEN = os.path.join(ROOT, "workloads", "scenarios")
 BUNDLED = ["small", "mzcache-ten-apps", "llms-sessions", "speculative", "kv-prealloc", "contention"]
 
 
-def _has_llm():
-    try:
-        from kmemsim import llama_workload  # noqa: F401
-        return hasattr(llama_workload, "generate")
-    except ImportError:
-        return False
-
-
-needs_llm = pytest.mark.skipif(not _has_llm(), reason="kmemsim.llama_workload.generate not there yet")
-
-
 def write(tmp_path, text, name="s.toml"):
     """A scenario in tmp_path that finds the bundled app definitions."""
     p = tmp_path / name
@@ -263,7 +252,6 @@ def test_set_override(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # The LLM side (kmemsim.llama_workload).
 
-@needs_llm
 def test_same_file_same_trace_small():
     a = sc.build(sc.load(os.path.join(SCEN, "small.toml")))
     b = sc.build(sc.load(os.path.join(SCEN, "small.toml")))
@@ -290,7 +278,6 @@ def kv_anon_bytes(tr):
     return int(c["npages"][mm][kv].sum()) * 4096
 
 
-@needs_llm
 def test_speculative_paths_scale_kv(tmp_path):
     # The thesis (speculative decoding with multiple candidate paths): N paths = N KV sequences, so
     # the anonymous KV bytes scale with N.

@@ -8,6 +8,7 @@ import pytest
 
 from kmemsim import gguf_layout, synth
 from kmemsim.errors import InputError
+from skips import needs_llama_cpp
 
 SMALL = dict(n_layer=2, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_vocab=512)
 
@@ -107,7 +108,7 @@ FAMILIES = ["Llama-3.2-1B", "Llama-2-7B", "Mistral-7B", "EXAONE-4.0-1.2B", "Qwen
 @pytest.mark.llama
 @pytest.mark.parametrize("preset", FAMILIES)
 def test_preset_family_loads_and_generates_in_llama_cpp(tmp_path, preset):
-    llama_cpp = pytest.importorskip("llama_cpp")
+    llama_cpp = needs_llama_cpp()
     p = synth.write_model(tmp_path / "m.gguf", preset, "q4_0" if "x7B" in preset or "A3B" in preset else "q8_0",
                           layers=1, progress=False)
     llm = llama_cpp.Llama(str(p), n_ctx=256, n_batch=64, n_threads=2, verbose=False)

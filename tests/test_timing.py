@@ -9,6 +9,7 @@ from kmemsim import device, profile, timing
 from kmemsim.emulator import Config, Emulator, ffi
 from kmemsim.errors import InputError
 from kmemsim.trace import Op, TraceBuilder
+from skips import needs_llama_cpp
 
 # A profile with round numbers, so the expected seconds can be worked out by hand.
 RAW = {
@@ -205,11 +206,12 @@ def test_bad_profiles_are_input_errors():
         device.parse(old, "x.toml")
 
 
+@pytest.mark.llama
 def test_profile_fits_llama_cpp_speed_on_the_counts_the_generator_uses(tmp_path):
     # kmemsim profile's compute: real llama.cpp on a synthetic model, timed, and the two rates fitted
     # on the weight bytes and MACs kmemsim.llama_workload counts for that model (step_cost); what it
     # writes loads back as a profile whose TimeModel has those rates.
-    pytest.importorskip("llama_cpp")
+    needs_llama_cpp()
     from kmemsim import synth
     from kmemsim import llama_workload as lw
     path = synth.write_model(str(tmp_path / "m.gguf"), "Qwen3-0.6B", "q8_0", layers=2, progress=False)

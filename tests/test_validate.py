@@ -31,6 +31,7 @@ from click.testing import CliRunner
 from kmemsim import device, phases
 from kmemsim.cli import main
 from kmemsim.samplers import INTERVAL_S
+from skips import needs_llama_cpp
 
 SHAPE = dict(type="f16", n_layer=4, n_embd=768, n_ff=2048, n_head=12, n_head_kv=4, n_vocab=32000)
 
@@ -52,7 +53,7 @@ def large_model(tmp_path_factory):
 def _needs_live():
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
-    pytest.importorskip("llama_cpp")
+    needs_llama_cpp()
 
 
 # (model fixture, limit) -> the bounded metrics asserted there: every bound that holds at that limit
@@ -567,6 +568,7 @@ def test_host_pages_complete_the_measured_working_set(small_model):
             assert _pages_of(tr, rows, ids["engine library libggml-cpu.so.0 (text)"]) == set(range(20))
 
 
+@pytest.mark.llama
 def test_engine_warm_set_sees_what_a_step_runs(small_model):
     # The reference run without a limit, referenced bits cleared before each llama_decode call and
     # read after it (engine_warm_set). Every step runs llama.cpp's graph, so the text of libllama
@@ -576,7 +578,7 @@ def test_engine_warm_set_sees_what_a_step_runs(small_model):
     # workload generator. Of a library's referenced pages, the warm set keeps for the prediction
     # those the child alone maps (`exec`, `files`): here fewer, as this test process has loaded
     # llama.cpp itself and maps some of the same pages.
-    pytest.importorskip("llama_cpp")
+    needs_llama_cpp()
     from kmemsim import validate as V
     warm = V.engine_warm_set(small_model, 16, 512, steps=3)
     for kind in ("prompt", "decode"):
