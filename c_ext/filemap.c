@@ -97,6 +97,7 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
     o->pages_added += nr;
     count(e, VM_file_folios_added, 1);          /* trace_mm_filemap_add_to_page_cache */
     count(e, VM_file_pages_added, nr);
+    if (!order) count(e, VM_file_pages_added_order0, 1);   /* small folios: read-around, ramps, fallbacks */
     count(e, VM_pgpgin, nr);                      /* read from storage (folio is !uptodate) */
     if (shadow) workingset_refault(e, id, shadow);
     folio_add_lru(e, id);

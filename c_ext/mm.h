@@ -144,7 +144,7 @@ struct task {
     X(workingset_activate_anon) X(workingset_activate_file) \
     X(workingset_restore_anon) X(workingset_restore_file) X(workingset_nodereclaim) \
     X(kswapd_wake) X(allocstall) X(oom_kill) X(lmk_kill) \
-    X(pgalloc) X(pgfree) X(filemap_fault) X(file_folios_added) X(file_pages_added) X(file_pages_deleted) X(readahead_pages) \
+    X(pgalloc) X(pgfree) X(filemap_fault) X(file_folios_added) X(file_pages_added) X(file_pages_added_order0) X(file_pages_deleted) X(readahead_pages) \
     X(fault_around_pages) X(fault_failed) X(minor_fault_pages) X(zero_page_maps) X(zram_same_reads) \
     X(accesses) X(misses) X(reclaim_runs) \
     X(stall_read_ios) X(stall_read_pages) X(stall_swapin_pages) X(stall_reclaim_scanned) \

@@ -9,8 +9,10 @@ aligned on its first model-file page instead (the loader's first read; `aligned`
 prediction's phases are the trace's phase marks (LlamaSession): load, request/prefill ubatches,
 decode tokens, the request's end; the start-up is what comes before the first mark.
 
-Counters (pages, except major faults): page-cache pages added and deleted (every file the run
-touched), major faults, pages swapped out and in."""
+Counters (pages, except major faults): page-cache pages added (of them, those added as order-0
+folios: read-around, the first rounds of a readahead ramp, and the fallback of page_cache_ra_order()
+when a large folio's charge fails or another thread's folio is already there) and deleted (every
+file the run touched), major faults, pages swapped out and in."""
 import json
 import os
 
@@ -20,6 +22,7 @@ import pandas as pd
 PHASES = ("start-up", "load", "prompt", "decode", "teardown")
 COUNTERS = {                # name: predicted per-phase column (kmemsim.emulator Result.per_phase)
     "file_pages_added": "file_pages_added",
+    "file_pages_added_order0": "file_pages_added_order0",
     "file_pages_deleted": "file_pages_deleted",
     "major_faults": "pgmajfault",
     "swap_out_pages": "pswpout",
@@ -114,6 +117,8 @@ def measured(run_dir, llama_result, model):
     for kind, c in (("add", "file_pages_added"), ("delete", "file_pages_deleted")):
         x = fm[fm.kind == kind]
         add(c, x.t, np.left_shift(1, x.order.to_numpy().astype(np.int64)))
+        if kind == "add":
+            add("file_pages_added_order0", x.t, (x.order.to_numpy() == 0).astype(np.int64))
     sw = tracked(pd.read_parquet(os.path.join(run_dir, "raw", "swapio.parquet")))
     for w, c in ((1, "swap_out_pages"), (0, "swap_in_pages")):
         x = sw[sw.write == w]

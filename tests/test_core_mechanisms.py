@@ -673,6 +673,8 @@ def test_llama_load_folio_layout_matches_the_kernel():
     pp = res.per_phase
     assert (pp.loc["header", "file_folios_added"], pp.loc["header", "file_pages_added"]) == (21, 768)
     assert (pp.loc["populate", "file_folios_added"], pp.loc["populate", "file_pages_added"]) == (1400, n - 768)
+    # order 0: the header's first four pages only; the populate's ramp starts at order 2
+    assert (pp.loc["header", "file_pages_added_order0"], pp.loc["populate", "file_pages_added_order0"]) == (4, 0)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -108,6 +108,11 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     assert tot.loc["swap_out_pages", "measured"] * V.PAGE == meas["swap_out_bytes"]
     assert tot.loc["swap_out_pages", "predicted"] * V.PAGE == rows.loc["swap_out_bytes", "predicted"]
     assert tot.loc["major_faults", "predicted"] == rows.loc["major_faults", "predicted"]
+    # pages added as order-0 folios are among those added; each load's include the model header's
+    # first four (the readahead ramp starts at order 0: test_llama_load_folio_layout_matches_the_kernel)
+    for side in ("predicted", "measured"):
+        assert tot.loc["file_pages_added_order0", side] <= tot.loc["file_pages_added", side]
+    assert (ph[(ph.phase == "load") & (ph.counter == "file_pages_added_order0")].measured >= 4).all()
     # predicted with this machine's profile, measured on this boot and kept beside the runs
     pred = json.load(open(d / "predicted.json"))
     assert pred["config"]["device"] == str(tmp_path / "out" / V.PROFILE)
