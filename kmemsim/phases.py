@@ -117,8 +117,8 @@ def measured(run_dir, llama_result, model):
     for kind, c in (("add", "file_pages_added"), ("delete", "file_pages_deleted")):
         x = fm[fm.kind == kind]
         add(c, x.t, np.left_shift(1, x.order.to_numpy().astype(np.int64)))
-        if kind == "add":
-            add("file_pages_added_order0", x.t, (x.order.to_numpy() == 0).astype(np.int64))
+    small = fm[(fm.kind == "add") & (fm.order == 0)]
+    add("file_pages_added_order0", small.t, np.ones(len(small), np.int64))
     sw = tracked(pd.read_parquet(os.path.join(run_dir, "raw", "swapio.parquet")))
     for w, c in ((1, "swap_out_pages"), (0, "swap_in_pages")):
         x = sw[sw.write == w]
