@@ -873,10 +873,11 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
         quiet = P.predict(*args, **kw, stats_flush_ms=P.FLUSH_TIME_MS)
         # where the kernel's own flush sets the statistics' age, its timer's phase is the run's chance:
         # the same predictions at the other phases (P.FLUSH_PHASES) give the range it spans
-        phased = [P.predict(*args, **kw, recorded=True, stats_flush_ms=age, stats_flush_phase_ms=f * age)
-                  for f in P.FLUSH_PHASES[1:]] if age >= P.FLUSH_TIME_MS else []
-        quiet_phased = [P.predict(*args, **kw, stats_flush_ms=P.FLUSH_TIME_MS,
-                                  stats_flush_phase_ms=f * P.FLUSH_TIME_MS) for f in P.FLUSH_PHASES[1:]]
+        def over_phase(flush_ms, **k):
+            return [P.predict(*args, **kw, **k, stats_flush_ms=flush_ms, stats_flush_phase_ms=f * flush_ms)
+                    for f in P.FLUSH_PHASES[1:]]
+        phased = over_phase(age, recorded=True) if age >= P.FLUSH_TIME_MS else []
+        quiet_phased = over_phase(P.FLUSH_TIME_MS)
         pred.update({"ttft_recorded_s": pred["ttft_s"], "tpot_recorded_s": pred["tpot_s"],
                      "ttft_s": quiet["ttft_s"], "tpot_s": quiet["tpot_s"],
                      UNRECORDED: dict({m: quiet.get(m) for m in METRICS},
