@@ -12,6 +12,7 @@ def reads(sampler, name):
     return sum(len(seg[1]) for s in sampler.sources if os.path.basename(s.path) == name for seg in s.segments)
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("memcg_interval,expected", [(0.01, 6), (0.02, 4), (0, 2)])
 def test_memory_stat_read_every_memcg_interval(memcg_interval, expected):
     # each read of memory.stat flushes the memcg's statistics (mem_cgroup_flush_stats() in

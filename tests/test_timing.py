@@ -237,6 +237,7 @@ def test_profile_measures_storage_and_compression_quickly(tmp_path):
     assert d.compress_gbps["lz4"] == pytest.approx(z["compress_gbps"], rel=1e-2)
 
 
+@pytest.mark.live
 def test_profile_measures_what_reclaim_costs(tmp_path):
     # The reclaim benchmark of kmemsim profile, on the live kernel: a mapped file four times its
     # cgroup scanned twice (no swap), then an anonymous buffer three times the cgroup written twice
