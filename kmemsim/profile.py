@@ -382,11 +382,11 @@ def _reclaim_run(script, args, d, limit, zram):
     """Run script under the recorder in a cgroup of `limit` bytes, then again unrecorded; returns
     (the unrecorded run's reclaim seconds or None without PSI, file folios dropped
     (mm_filemap_delete_from_page_cache records), their pages, pages swapped out, the recorded run's
-    reclaim seconds, and its calls (_calls)). The recorder's probes fire inside reclaim (a
-    page-cache delete per folio dropped, a bio per page swapped) and slow it, so the unobserved
-    seconds are the unrecorded run's memory stall (PSI, psi_memstall_enter() around
-    try_to_free_mem_cgroup_pages()); PSI averages the stall over the CPUs busy at the time, so it
-    is the benchmark's own while the rest of the machine idles."""
+    reclaim seconds, and its calls (_calls)). The recorder's probes fire inside reclaim (a page-cache delete per folio
+    dropped, a bio per page swapped) and slow it, so the unobserved seconds are the unrecorded run's
+    memory stall (PSI, psi_memstall_enter() around try_to_free_mem_cgroup_pages()); PSI averages
+    the stall over the CPUs busy at the time, so it is the benchmark's own while the rest of the
+    machine idles."""
     import pandas as pd
     from .recorder import run_command
     path = os.path.join(d, "child.py")
