@@ -26,8 +26,8 @@ struct km_config {
     /* what the task's own work costs on the clock reads complete against (a device profile's,
      * as kmemsim.timing charges them): ns per page swapped in (decompressed; a same-filled or
      * zeromap page: zero_ns), per page swapped out, per file folio dropped and per page scanned
-     * by the task's own reclaim, and per call of it (reclaim_call_ns) */
-    int64_t swapin_ns, zero_ns, swapout_ns, file_folio_ns, scan_ns, reclaim_call_ns;
+     * by the task's own reclaim */
+    int64_t swapin_ns, zero_ns, swapout_ns, file_folio_ns, scan_ns;
     int64_t sample_ns;            /* timeline sampling interval in trace time; 0 = phases only */
     int64_t stats_flush_ns;       /* the memcg statistics reclaim reads (lruvec_page_state()) are
                                    * rstat-flushed copies, brought up to date this often on the clock

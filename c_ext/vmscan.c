@@ -467,12 +467,6 @@ static void snapshot_refaults(struct km_emu *e)
  * (try_to_free_pages) and memcg reclaim (try_to_free_mem_cgroup_pages) both come here. */
 int64_t try_to_free_pages(struct km_emu *e, int64_t nr, int who)
 {
-    if (!e->in_sync_reclaim) {
-        /* what a call costs whatever it reclaims (try_to_free_mem_cgroup_pages(): the memcg's
-         * shrink_slab() per priority, lru_add_drain(), the LRU lock round trips), whichever policy */
-        count(e, VM_stall_reclaim_calls, 1);
-        task_time(e, e->cfg.reclaim_call_ns);
-    }
     if (e->policy->reclaim) {
         int64_t r = e->policy->reclaim(e, nr, who);
         if (r >= 0) return r;

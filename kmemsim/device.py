@@ -42,13 +42,12 @@ class Device:
     scan_us_per_page: float
     weight_gbps: float                     # GB/s (bytes per ns) of weights a llama_decode step streams
     matmul_gmac_s: float                   # the matmuls' multiply-accumulates, 1e9 per second
-    # memcg reclaim's own time (kmemsim profile measures it): per call whatever it reclaims, per file
-    # folio it drops (unmap, __remove_mapping), and per anonymous page it swaps out (compression
-    # included; None: the zram compress speed alone)
-    call_us: float = 0.0
+    # memcg reclaim's own time (kmemsim profile measures it): per file folio it drops (unmap,
+    # __remove_mapping), and per anonymous page it swaps out (compression included; None: the zram
+    # compress speed alone)
     file_folio_us: float = 0.0
     swap_page_us: float | None = None
-    # the same three as a recorded run pays them (kmemsim profile since METHOD 2: the recorder's probes
+    # the same two as a recorded run pays them (kmemsim profile since METHOD 2: the recorder's probes
     # slow reclaim), for predicting the live runs validate records; empty: as above
     recorded: dict = field(default_factory=dict)
     path: str = ""
@@ -79,8 +78,7 @@ class Device:
         """What the emulator's clock charges (kmemsim.emulator.Config fields, as kmemsim.timing charges
         the same counts): a readahead read's latency and bandwidth at max_sectors_kb requests, and
         microseconds per page swapped in (decompressed, or a same-filled/zeromap page), per page
-        swapped out, per file folio dropped and per page scanned by the task's own reclaim, and per
-        call of it.
+        swapped out, per file folio dropped and per page scanned by the task's own reclaim.
         recorded: reclaim as a run under kmemsim's recorder pays it (`recorded`, when measured)."""
         algo = self.zram_algo(zram)
         io = int(self.kernel.get("max_sectors_kb", 4096)) * 1024
@@ -93,8 +91,7 @@ class Device:
                 "swapout_us": (float(swap_us) if swap_us is not None
                                else PAGE_SIZE / (self.compress_gbps[algo] * 1e3)),
                 "file_folio_us": float(rc.get("file_folio_us", self.file_folio_us)),
-                "scan_us": float(self.scan_us_per_page),
-                "reclaim_call_us": float(rc.get("call_us", self.call_us))}
+                "scan_us": float(self.scan_us_per_page)}
 
     def time_model(self):
         """llama.cpp's compute time on this device (kmemsim.llama_workload.TimeModel)."""
@@ -113,8 +110,7 @@ class Device:
                         "bandwidth_gbps": self.bandwidth_gbps.tolist()},
             "zram": {"compress_gbps": self.compress_gbps, "decompress_gbps": self.decompress_gbps,
                      "zero_page_us": self.zero_page_us},
-            "reclaim": {"scan_us_per_page": self.scan_us_per_page, "call_us": self.call_us,
-                        "file_folio_us": self.file_folio_us,
+            "reclaim": {"scan_us_per_page": self.scan_us_per_page, "file_folio_us": self.file_folio_us,
                         "swap_page_us": self.swap_page_us, "recorded": self.recorded},
             "compute": {"weight_gbps": self.weight_gbps, "matmul_gmac_s": self.matmul_gmac_s},
             "path": self.path,
@@ -177,11 +173,10 @@ def parse(raw: dict, path: str = "<device>") -> Device:
         io_kb=io_kb, latency_us=lat, bandwidth_gbps=bw, compress_gbps=comp, decompress_gbps=decomp,
         zero_page_us=_num(z, "zero_page_us", f"{path}: zram", strict=False),
         scan_us_per_page=_num(rc, "scan_us_per_page", f"{path}: reclaim", strict=False),
-        call_us=_num(rc, "call_us", f"{path}: reclaim", strict=False) if "call_us" in rc else 0.0,
         file_folio_us=_num(rc, "file_folio_us", f"{path}: reclaim", strict=False) if "file_folio_us" in rc else 0.0,
         swap_page_us=_num(rc, "swap_page_us", f"{path}: reclaim", strict=False) if "swap_page_us" in rc else None,
         recorded={k: _num(rc["recorded"], k, f"{path}: reclaim.recorded", strict=False)
-                  for k in ("call_us", "file_folio_us", "swap_page_us") if k in rc.get("recorded", {})},
+                  for k in ("file_folio_us", "swap_page_us") if k in rc.get("recorded", {})},
         weight_gbps=_num(c, "weight_gbps", f"{path}: compute"),
         matmul_gmac_s=_num(c, "matmul_gmac_s", f"{path}: compute"),
         path=str(path), extra={k: raw[k] for k in ("reference", "measured") if k in raw},

@@ -72,8 +72,8 @@ class Config:
     # storage time (bio.c): a read's latency and bandwidth; 0: reads complete at once. threads: how
     # many share a graph node (events at one trace time): while one waits for a read, the others go
     # on. The task's own work moves the clock reads complete against: per page swapped in (a
-    # same-filled or zeromap one: zero_page_us), swapped out, scanned, per file folio dropped, and
-    # per reclaim call (kmemsim.device.Device.task_costs gives them all from a profile)
+    # same-filled or zeromap one: zero_page_us), swapped out, scanned, and per file folio dropped
+    # (kmemsim.device.Device.task_costs gives them all from a profile)
     io_latency_us: float = 0.0
     io_read_gbps: float = 0.0
     threads: int = 1
@@ -82,7 +82,6 @@ class Config:
     swapout_us: float = 0.0
     file_folio_us: float = 0.0
     scan_us: float = 0.0
-    reclaim_call_us: float = 0.0
     sample_ms: float = 10.0
     # the memcg statistics reclaim decides by are flushed this often (ms, on the clock reads complete
     # against): the kernel's own flush runs every 2,000 ms and a memory.stat reader adds its own,
@@ -132,12 +131,10 @@ class Config:
         if self.io_latency_us < 0 or self.io_read_gbps < 0 or int(self.threads) < 1:
             raise InputError(f"storage time: latency {self.io_latency_us} us, {self.io_read_gbps} GB/s and "
                              f"{self.threads} threads (want >= 0, >= 0 and >= 1)")
-        costs = (self.swapin_us, self.zero_page_us, self.swapout_us, self.file_folio_us, self.scan_us,
-                 self.reclaim_call_us)
+        costs = (self.swapin_us, self.zero_page_us, self.swapout_us, self.file_folio_us, self.scan_us)
         if min(costs) < 0:
             raise InputError(f"task time costs {costs} us: none may be negative")
-        (c.swapin_ns, c.zero_ns, c.swapout_ns, c.file_folio_ns, c.scan_ns,
-         c.reclaim_call_ns) = (int(round(x * 1e3)) for x in costs)
+        c.swapin_ns, c.zero_ns, c.swapout_ns, c.file_folio_ns, c.scan_ns = (int(round(x * 1e3)) for x in costs)
         c.io_latency_ns = int(round(self.io_latency_us * 1e3))
         c.io_ns_per_page = int(round(PAGE_SIZE / self.io_read_gbps)) if self.io_read_gbps else 0
         c.nr_threads = int(self.threads)

@@ -325,9 +325,8 @@ def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, pa
 
 # How the profile is measured, for the caches of measured profiles (validate.boot_profile_path):
 # 2 since session 15, which times reclaim unrecorded (its recorded time was 2-7 times as long); 3
-# since the recorder drains ring buffers in bulk (session 16), which changed the recorded costs; 4
-# since a reclaim call has a cost of its own (call_us, session 19).
-METHOD = 4
+# since the recorder drains ring buffers in bulk (session 16), which changed the recorded costs.
+METHOD = 3
 
 RECLAIM_FILE = textwrap.dedent("""
     import mmap, os, sys
@@ -357,32 +356,11 @@ def _memory_stall_us():
         return None
 
 
-def _calls(out):
-    """The recorded run's memcg reclaim calls (mm_vmscan_memcg_reclaim_begin/end): per call its
-    seconds and the file folios it dropped (the mm_filemap_delete_from_page_cache records its task
-    made between the two)."""
-    import pandas as pd
-    v = pd.read_parquet(os.path.join(out, "raw", "vmscan.parquet"), columns=["t", "tid", "kind", "a"])
-    c = v[v["kind"] == "memcg_reclaim"]
-    f = pd.read_parquet(os.path.join(out, "raw", "filemap.parquet"), columns=["t", "tid", "kind"])
-    de = f[f["kind"] == "delete"]
-    folios = np.zeros(len(c), np.int64)
-    for tid, g in c.groupby("tid"):
-        pos = np.flatnonzero((c["tid"] == tid).to_numpy())
-        order = np.argsort(g["t"].to_numpy())
-        end, start = g["t"].to_numpy()[order], (g["t"] - g["a"]).to_numpy()[order]
-        t = de.loc[de["tid"] == tid, "t"].to_numpy()
-        i = np.searchsorted(start, t, side="right") - 1
-        ok = (i >= 0) & (t <= end[np.maximum(i, 0)])
-        folios[pos[order]] = np.bincount(i[ok], minlength=len(g))
-    return c["a"].to_numpy(np.float64) * 1e-9, folios
-
-
 def _reclaim_run(script, args, d, limit, zram):
     """Run script under the recorder in a cgroup of `limit` bytes, then again unrecorded; returns
     (the unrecorded run's reclaim seconds or None without PSI, file folios dropped
     (mm_filemap_delete_from_page_cache records), their pages, pages swapped out, the recorded run's
-    reclaim seconds, and its calls (_calls)). The recorder's probes fire inside reclaim (a page-cache delete per folio
+    reclaim seconds). The recorder's probes fire inside reclaim (a page-cache delete per folio
     dropped, a bio per page swapped) and slow it, so the unobserved seconds are the unrecorded run's
     memory stall (PSI, psi_memstall_enter() around try_to_free_mem_cgroup_pages()); PSI averages
     the stall over the CPUs busy at the time, so it is the benchmark's own while the rest of the
@@ -411,31 +389,14 @@ def _reclaim_run(script, args, d, limit, zram):
         raise InputError(f"kmemsim profile: the reclaim benchmark's child failed unrecorded (exit {rc}); see {quiet}")
     stall = (after - before) * 1e-6 if before is not None and after is not None else None
     return (stall, len(de), int(np.left_shift(1, de["order"].to_numpy(np.int64)).sum()), int(s["swap_out_pages"]),
-            recorded, _calls(out))
-
-
-def call_and_folio_us(seconds, folios) -> tuple[float, float]:
-    """A reclaim call's own microseconds and those per file folio it drops: least squares over the
-    calls (seconds = call + folios x per folio), which keeps their sum. What a call pays whatever it
-    reclaims (try_to_free_mem_cgroup_pages(): shrink_slab() for the memcg at each priority,
-    lru_add_drain(), the LRU lock) is half of a 14-folio call's time here, and all of most of
-    llama.cpp's, whose calls drop one 2 MiB folio each. Where the calls do not tell the two apart
-    (a negative part), the other carries it all."""
-    us, n = np.asarray(seconds, float) * 1e6, np.asarray(folios, float)
-    if len(us) > 1 and np.ptp(n) > 0:
-        per, call = np.polyfit(n, us, 1)
-        if per > 0 and call > 0:
-            return float(call), float(per)
-    return (0.0, us.sum() / n.sum()) if n.sum() else (us.mean() if len(us) else 0.0, 0.0)
+            recorded)
 
 
 def reclaim(dir=None, progress=None) -> dict | None:
-    """Memcg reclaim's own time per call, per file folio it drops and per anonymous page it swaps
-    out. What it does per folio: folio_referenced() and try_to_unmap() walk the rmap and flush the
-    TLB, __remove_mapping() deletes the folio from the page cache; per swapped page also
-    add_to_swap() and zram's compression. The split between call and folio comes from the recorded
-    file run's calls (call_and_folio_us); the unrecorded run gives only a total (PSI), so its two
-    keep the recorded run's proportion. Root only (cgroups, zram, tracepoints); None otherwise."""
+    """Memcg reclaim's own time per file folio it drops and per anonymous page it swaps out. What it
+    does per folio: folio_referenced() and try_to_unmap() walk the rmap and flush the TLB,
+    __remove_mapping() deletes the folio from the page cache; per swapped page also add_to_swap() and
+    zram's compression. Root only (cgroups, zram, tracepoints); None otherwise."""
     if os.geteuid() != 0:
         if progress:
             progress("reclaim: needs root (cgroup, zram, tracepoints); [estimate] left in the profile")
@@ -449,32 +410,27 @@ def reclaim(dir=None, progress=None) -> dict | None:
             for i in range(4 * (limit >> 20)):
                 f.write(chunk[i % 4096:] + chunk[:i % 4096])
         os.makedirs(os.path.join(d, "f"))
-        sec, folios, pages, _, sec_rec, (call_s, call_folios) = _reclaim_run(RECLAIM_FILE, [path],
-                                                                               os.path.join(d, "f"), limit, None)
+        sec, folios, pages, _, sec_rec = _reclaim_run(RECLAIM_FILE, [path], os.path.join(d, "f"), limit, None)
         src = os.path.join(d, "pages")
         Path(src).write_bytes(sample_pages(2048))
         os.makedirs(os.path.join(d, "a"))
-        sec2, folios2, _, swapped, sec2_rec, (calls2_s, _) = _reclaim_run(RECLAIM_ANON, [src, 3 * limit],
-                                                                           os.path.join(d, "a"), limit, "lz4:1G")
-    call_rec, folio_rec = call_and_folio_us(call_s, call_folios)
-    calls, calls2 = len(call_s), len(calls2_s)
+        sec2, folios2, _, swapped, sec2_rec = _reclaim_run(RECLAIM_ANON, [src, 3 * limit], os.path.join(d, "a"),
+                                                        limit, "lz4:1G")
 
-    def costs(file_s, anon_s):          # per call, per file folio dropped, then per page swapped (the rest)
-        k = file_s / sec_rec if sec_rec else 1.0
-        call_us, file_us = call_rec * k, folio_rec * k
-        return call_us, file_us, max(0.0, anon_s * 1e6 - calls2 * call_us - folios2 * file_us) / max(swapped, 1)
+    def costs(file_s, anon_s):          # per file folio dropped, then per page swapped (the rest)
+        file_us = file_s * 1e6 / max(folios, 1)
+        return file_us, max(0.0, anon_s * 1e6 - folios2 * file_us) / max(swapped, 1)
     psi = sec is not None and sec2 is not None
-    call_us, file_us, swap_us = costs(sec, sec2) if psi else costs(sec_rec, sec2_rec)
-    r = {"call_us": call_us, "file_folio_us": file_us, "swap_page_us": swap_us, "file_folios": folios,
-         "file_pages": pages, "file_calls": calls, "anon_calls": calls2, "anon_folios": folios2,
+    file_us, swap_us = costs(sec, sec2) if psi else costs(sec_rec, sec2_rec)
+    r = {"file_folio_us": file_us, "swap_page_us": swap_us, "file_folios": folios, "file_pages": pages,
          "file_s": sec if psi else sec_rec, "swapped_pages": swapped, "anon_s": sec2 if psi else sec2_rec,
          "limit": limit, "time": "psi" if psi else "recorded", "file_s_recorded": sec_rec,
          "anon_s_recorded": sec2_rec}
     if psi:                             # what a recorded run pays (validate predicts its runs so)
-        r["recorded"] = dict(zip(("call_us", "file_folio_us", "swap_page_us"), costs(sec_rec, sec2_rec)))
+        r["recorded"] = dict(zip(("file_folio_us", "swap_page_us"), costs(sec_rec, sec2_rec)))
     if progress:
-        progress(f"reclaim: {call_us:.1f} us per call ({calls} calls), {file_us:.1f} us per file folio dropped "
-                 f"({folios} folios), {swap_us:.1f} us per page swapped out ({swapped} pages, lz4)")
+        progress(f"reclaim: {file_us:.1f} us per file folio dropped ({folios} folios), {swap_us:.1f} us per "
+                 f"page swapped out ({swapped} pages, lz4)")
     return r
 
 
@@ -549,17 +505,14 @@ def to_toml(m: dict) -> str:
                if rc.get("time") == "psi" else "mm_vmscan_memcg_reclaim_begin/end, recorded")
         rec = rc.get("recorded")
         rec_txt = ("\n# as a run under kmemsim's recorder pays them (validate predicts its recorded runs with these)\n"
-                   f"recorded = {{ call_us = {rec['call_us']:.2f}, file_folio_us = {rec['file_folio_us']:.2f}, "
-                   f"swap_page_us = {rec['swap_page_us']:.2f} }}" if rec else "")
+                   f"recorded = {{ file_folio_us = {rec['file_folio_us']:.2f}, swap_page_us = {rec['swap_page_us']:.2f} }}"
+                   if rec else "")
         rc_txt = (f"# measured: memcg reclaim time in a {rc['limit'] >> 20} MiB "
-                  f"cgroup: {rc['file_s']:.2f} s in {rc['file_calls']} calls for {rc['file_folios']} file folios "
-                  f"({rc.get('file_pages', 0)} pages) dropped\n"
-                  f"# (a mapped file scanned, no swap), {rc['anon_s']:.2f} s in {rc['anon_calls']} calls for "
-                  f"{rc['swapped_pages']} pages swapped out (anonymous, lz4 zram)\n# ({how})\n"
-                  "# per call and per folio: least squares over the recorded file run's calls\n"
-                  f"call_us = {rc['call_us']:.2f}\nfile_folio_us = {rc['file_folio_us']:.2f}\n"
-                  f"swap_page_us = {rc['swap_page_us']:.2f}\n"
-                  "scan_us_per_page = 0.0             # in the three above" + rec_txt)
+                  f"cgroup: {rc['file_s']:.2f} s for {rc['file_folios']} file folios ({rc.get('file_pages', 0)} pages) dropped\n"
+                  f"# (a mapped file scanned, no swap), {rc['anon_s']:.2f} s for {rc['swapped_pages']} pages "
+                  f"swapped out (anonymous, lz4 zram)\n# ({how})\n"
+                  f"file_folio_us = {rc['file_folio_us']:.2f}\nswap_page_us = {rc['swap_page_us']:.2f}\n"
+                  "scan_us_per_page = 0.0             # in the two above" + rec_txt)
     else:
         rc_txt = "scan_us_per_page = 0.15           # [estimate] not measured (kmemsim profile as root measures it)"
     rel = tuple(int(x) for x in (platform.release().split("-")[0].split(".") + ["0"])[:2] if x.isdigit())

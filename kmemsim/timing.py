@@ -15,7 +15,6 @@ Stall time of a phase (what the waiting task pays; kswapd's work is not charged 
   + stall_reclaim_swapout x swap_page_us (measured; else 4096 / zram compress speed)
   + stall_reclaim_file_folios x file_folio_us
   + stall_reclaim_scanned x scan_us_per_page
-  + stall_reclaim_calls x call_us                     (a reclaim call's cost whatever it reclaims)
 
 Compute time of a llama_decode step (a prefill ubatch of n tokens, or a decode step of n = paths
 tokens) that reads W weight bytes: the device's kmemsim.llama_workload.TimeModel, as the trace's own
@@ -44,8 +43,7 @@ from .llama_workload import split_prompt
 from .trace import CLASS_SHIFT, PAGE_SIZE, MapFlag, Op, PageClass, Trace
 
 STALL_COUNTERS = ["stall_read_ios", "stall_read_pages", "stall_swapin_pages", "zram_same_reads", "swpin_zero",
-                  "stall_reclaim_swapout", "stall_reclaim_scanned", "stall_reclaim_file_folios",
-                  "stall_reclaim_calls"]
+                  "stall_reclaim_swapout", "stall_reclaim_scanned", "stall_reclaim_file_folios"]
 _REQ = re.compile(r"^(request \d+)( session .*)?$")
 
 
@@ -219,7 +217,7 @@ def stall_seconds(counts: pd.DataFrame, device, zram_algo: str, read_waits: bool
     same = np.minimum(g("zram_same_reads"), g("stall_swapin_pages"))
     swapin = ((g("stall_swapin_pages") - same) * us["swapin_us"] + (same + g("swpin_zero")) * us["zero_page_us"]) * 1e-6
     reclaim = (g("stall_reclaim_swapout") * us["swapout_us"] + g("stall_reclaim_file_folios") * us["file_folio_us"]
-               + g("stall_reclaim_scanned") * us["scan_us"] + g("stall_reclaim_calls") * us["reclaim_call_us"]) * 1e-6
+               + g("stall_reclaim_scanned") * us["scan_us"]) * 1e-6
     out = pd.DataFrame({"read_s": read, "swapin_s": swapin, "reclaim_s": reclaim}, index=counts.index)
     out["stall_s"] = out["read_s"] + out["swapin_s"] + out["reclaim_s"]
     return out

@@ -65,7 +65,6 @@ def configs(draw):
                   policy=draw(st.sampled_from(["stock", "lru", "is", "is-tail", "dw", "is+dw"])),
                   threads=draw(st.integers(1, 3)),
                   file_folio_us=draw(st.sampled_from([0.0, 10.0])),
-                  reclaim_call_us=draw(st.sampled_from([0.0, 40.0])),
                   io_latency_us=draw(st.sampled_from([0.0, 100.0])),
                   io_read_gbps=draw(st.sampled_from([0.0, 2.0])),
                   sample_ms=0)

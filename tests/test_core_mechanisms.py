@@ -902,11 +902,6 @@ def test_a_window_another_thread_is_still_adding_is_a_miss():
     one = _matmul_trace(0, filler=400).run(file_folio_us=10, **kw).summary
     assert (one["pgmajfault"], quick["pgmajfault"], slow["pgmajfault"]) == (1, 2, 3)
     assert slow["file_pages_added"] > quick["file_pages_added"]
-    # A call's own cost (reclaim_call_us: the memcg's shrink_slab(), lru_add_drain() of every
-    # try_to_free_mem_cgroup_pages()) parts them the same way; each charge that reclaims is one call.
-    call = _matmul_trace(8, filler=400).run(reclaim_call_us=10, **kw).summary
-    assert call["pgmajfault"] == 3
-    assert call["stall_reclaim_calls"] == call["reclaim_runs"] == quick["reclaim_runs"] > 0
 
 
 def test_a_thread_faults_only_once_it_has_computed_the_rows_before():

@@ -65,12 +65,9 @@ def test_measured_reclaim_costs_per_folio_and_per_swapped_page():
     raw = dict(RAW, reclaim={"scan_us_per_page": 0.0, "file_folio_us": 30.0, "swap_page_us": 50.0})
     d = device.parse(raw, "measured.toml")
     counts = pd.DataFrame([dict(stall_reclaim_file_folios=1000, stall_reclaim_swapout=100,
-                                stall_reclaim_scanned=5000, stall_reclaim_calls=20)])
-    # 1000 x 30 us + 100 x 50 us = 35 ms (no call cost in this profile)
+                                stall_reclaim_scanned=5000)])
+    # 1000 x 30 us + 100 x 50 us = 35 ms
     assert timing.stall_seconds(counts, d, "lz4")["reclaim_s"].tolist() == pytest.approx([35e-3], abs=1e-12)
-    # and 20 calls x 45 us more with one
-    d = device.parse(dict(RAW, reclaim=dict(raw["reclaim"], call_us=45.0)), "measured.toml")
-    assert timing.stall_seconds(counts, d, "lz4")["reclaim_s"].tolist() == pytest.approx([35.9e-3], abs=1e-12)
     with pytest.raises(InputError):
         device.parse(dict(RAW, reclaim={"scan_us_per_page": 0.0, "file_folio_us": -1}), "bad.toml")
 
@@ -80,31 +77,15 @@ def test_a_profile_keeps_reclaim_as_a_recorded_run_pays_it():
     # (the recorder's probes fire inside reclaim: 2 us against 14 us per file folio on this machine,
     # docs/validation.md): validate predicts its recorded runs with those, predict the device
     # unobserved. A profile without them charges the one cost either way.
-    rc = {"scan_us_per_page": 0.0, "call_us": 30.0, "file_folio_us": 2.0, "swap_page_us": 14.0,
-          "recorded": {"call_us": 48.0, "file_folio_us": 13.8, "swap_page_us": 35.3}}
+    rc = {"scan_us_per_page": 0.0, "file_folio_us": 2.0, "swap_page_us": 14.0,
+          "recorded": {"file_folio_us": 13.8, "swap_page_us": 35.3}}
     d = device.parse(dict(RAW, reclaim=rc), "measured.toml")
     quiet, rec = d.task_costs("lz4:1G"), d.task_costs("lz4:1G", recorded=True)
-    assert (quiet["reclaim_call_us"], quiet["file_folio_us"], quiet["swapout_us"]) == (30.0, 2.0, 14.0)
-    assert (rec["reclaim_call_us"], rec["file_folio_us"], rec["swapout_us"]) == (48.0, 13.8, 35.3)
+    assert (quiet["file_folio_us"], quiet["swapout_us"]) == (2.0, 14.0)
+    assert (rec["file_folio_us"], rec["swapout_us"]) == (13.8, 35.3)
     old = device.parse(dict(RAW, reclaim={k: rc[k] for k in ("scan_us_per_page", "file_folio_us", "swap_page_us")}),
                        "old.toml")
     assert old.task_costs("lz4:1G", recorded=True) == old.task_costs("lz4:1G")
-    assert old.task_costs("lz4:1G")["reclaim_call_us"] == 0.0      # before METHOD 4: all per folio
-
-
-def test_a_reclaim_call_and_its_folios_are_told_apart():
-    # call_and_folio_us: least squares over a benchmark's calls, seconds = call + folios x per folio
-    # (the kernel's try_to_free_mem_cgroup_pages() pays for itself whatever it reclaims), and the
-    # sum of the calls' time is kept.
-    folios = np.array([1, 14, 14, 49, 32, 1, 3])
-    s = (45.0 + 2.5 * folios) * 1e-6
-    call, per = profile.call_and_folio_us(s, folios)
-    assert (call, per) == (pytest.approx(45.0), pytest.approx(2.5))
-    assert len(folios) * call + folios.sum() * per == pytest.approx(s.sum() * 1e6)
-    # calls that all drop as many folios cannot tell the two apart: all per folio
-    assert profile.call_and_folio_us(np.full(4, 60e-6), np.full(4, 12)) == (0.0, pytest.approx(5.0))
-    # nor can a fit whose call would be negative
-    assert profile.call_and_folio_us(np.array([10e-6, 100e-6]), np.array([10, 40])) == (0.0, pytest.approx(2.2))
 
 
 def test_io_size_interpolates_between_table_points():
@@ -266,8 +247,6 @@ def test_profile_measures_what_reclaim_costs(tmp_path):
         pytest.skip("live test: needs root (runs in CI)")
     r = profile.reclaim(str(tmp_path))
     assert r["file_folios"] > 0 and r["file_folio_us"] > 0
-    # every reclaim call has a cost of its own (call_and_folio_us over the recorded run's calls)
-    assert r["file_calls"] > 0 and r["anon_calls"] > 0 and r["call_us"] > 0
     # two passes over a file four times the cgroup: reclaim drops at least all but a cgroup's worth
     # of each pass (the pages of mm_filemap_delete_from_page_cache records), in folios of 1 << order
     # pages (an mm_filemap_fault record is no folio dropped)
@@ -283,7 +262,6 @@ def test_profile_measures_what_reclaim_costs(tmp_path):
          "zram": {"lz4": profile.zram_python("lz4", profile.sample_pages(64))}, "compute": None, "reclaim": r}
     d = device.parse(tomllib.loads(profile.to_toml(m)), "this-machine.toml")
     assert d.file_folio_us == pytest.approx(r["file_folio_us"], rel=1e-2)
-    assert d.call_us == pytest.approx(r["call_us"], rel=1e-2)
     assert d.swap_page_us == pytest.approx(r["swap_page_us"], rel=1e-2)
     if r["time"] == "psi":              # the recorded run's costs kept beside (validate's runs pay them)
         assert d.recorded == pytest.approx(r["recorded"], rel=1e-2)
