@@ -194,9 +194,11 @@ def test_cyclic_scan_under_a_memcg_limit_matches_the_kernel(tmp_path, pct):
     #   activated 3,857 refaults at 40% where the kernel activates 33-37 k;
     # - workingset_test_recent(): a refault activates if its distance (about file minus cache) is
     #   within the active file list (plus anon, none here): WORKINGSET_ACTIVATE_FILE.
-    # The live activation count varies between runs (40%: 17.9 k, 32.8 k, 36.8 k), so it is compared
-    # within a factor of two, at 40% only: from 60% up the refault distance sits at the size of the
-    # active list and the live count swings further (60%: 12.5 k, 39 k; 80%: 325 k, 402 k).
+    # The live activation count varies between runs (40%: 17.9 k, 32.8 k, 36.8 k; session 19's six:
+    # 17.9, 17.9, 26.4, 29.9, 50.2 and, in CI, 65.6 k), so at 40% it is the median of three runs,
+    # compared within a factor of two (the emulator: 31.2 k); from 60% up the refault distance sits
+    # at the size of the active list and the live count swings further (60%: 12.5 k, 39 k; 80%:
+    # 325 k, 402 k).
     # The pages read are held to the issue's storage bound (10%). At 60% the kernel recorded by the
     # light recorder (session 16) takes two states, 1.154 M pages (12 k activations) and 1.195 M
     # (25 k), two runs of four each; the old recorder's four runs all read 1.152-1.154 M. The
@@ -205,14 +207,14 @@ def test_cyclic_scan_under_a_memcg_limit_matches_the_kernel(tmp_path, pct):
         pytest.skip("live test: needs root (runs in CI)")
     path = random_file(tmp_path / "f.bin", SCAN_PAGES, seed=1)
     limit = SCAN_PAGES * 4096 * pct // 100
-    s = recorded_run(SCAN, tmp_path / "run", [path, SCAN_PASSES], limit, "lz4:1G")
-    live_added = s["files"][str(path)]["pages_added"]
-    live = s["vmstat_delta"]
+    runs = [recorded_run(SCAN, tmp_path / f"run{i}", [path, SCAN_PASSES], limit, "lz4:1G")
+            for i in range(3 if pct == 40 else 1)]
+    live_added = np.median([s["files"][str(path)]["pages_added"] for s in runs])
     emu = emulated_scan(limit, read_ahead_kb(str(path)))
     assert abs(emu["file_pages_added"] - live_added) <= 0.10 * live_added, (emu["file_pages_added"], live_added)
     if pct == 40:
-        ratio = emu["workingset_activate_file"] / max(1, live["workingset_activate_file"])
-        assert 1 / 2 <= ratio <= 2, (emu["workingset_activate_file"], live["workingset_activate_file"])
+        live = np.median([s["vmstat_delta"]["workingset_activate_file"] for s in runs])
+        assert 1 / 2 <= emu["workingset_activate_file"] / max(1, live) <= 2, (emu["workingset_activate_file"], live)
 
 
 # A decode step's weight cycle without llama.cpp: a file mapped as llama.cpp maps a model, a heap of
