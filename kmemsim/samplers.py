@@ -47,15 +47,20 @@ def smaps_rollup(pid):
     return {k: v * 1024 for k, v in read_kv(f"/proc/{pid}/smaps_rollup", "smaps_").items()}
 
 
+def proc_stat_fields(data):
+    """The PROC_STAT fields of a /proc/PID/stat read (bytes), in its order: those after "(comm) "
+    (the command name may hold spaces and parentheses, so after the last ")")."""
+    rest = data[data.rindex(b")") + 2:].split()
+    return [int(rest[i]) for i in PROC_STAT.values()]
+
+
 def proc_faults(pid):
     """minflt, majflt of /proc/PID/stat (fields 10 and 12), this process only."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            s = f.read()
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return tuple(proc_stat_fields(f.read()))
     except (FileNotFoundError, ProcessLookupError):
         return None
-    rest = s[s.rindex(")") + 2:].split()
-    return int(rest[PROC_STAT["minflt"]]), int(rest[PROC_STAT["majflt"]])
 
 
 def kernel_memory(samples):
@@ -98,8 +103,7 @@ class Source:
                 return
             if not self.segments:
                 self.segments.append([list(PROC_STAT), array("q"), array("q")])
-            rest = data[data.rindex(b")") + 2:].split()
-            vals = [rest[i] for i in PROC_STAT.values()]
+            vals = proc_stat_fields(data)
         else:
             toks = data.split()
             if len(toks) != self._ntok:
