@@ -98,19 +98,20 @@ class MemCgroup:
         from .samplers import read_kv
         return read_kv(self.stat_path)
 
-    def peak(self):
-        """Largest charge seen: v1 memory.max_usage_in_bytes, v2 memory.peak (6.?+)."""
+    @staticmethod
+    def _watermark(path):
         try:
-            return int(read(self.file("memory.max_usage_in_bytes", "memory.peak")))
+            return int(read(path))
         except (FileNotFoundError, ValueError):
             return None
 
+    def peak(self):
+        """Largest charge seen: v1 memory.max_usage_in_bytes, v2 memory.peak (6.?+)."""
+        return self._watermark(self.file("memory.max_usage_in_bytes", "memory.peak"))
+
     def kmem_peak(self):
         """Largest kernel-memory charge seen: v1 memory.kmem.max_usage_in_bytes; v2 has none."""
-        try:
-            return int(read(os.path.join(self.path, "memory.kmem.max_usage_in_bytes")))
-        except (FileNotFoundError, ValueError):
-            return None
+        return self._watermark(os.path.join(self.path, "memory.kmem.max_usage_in_bytes"))
 
     def add(self, pid):
         write(os.path.join(self.path, "cgroup.procs"), pid)
