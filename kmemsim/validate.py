@@ -439,7 +439,7 @@ def device_profile(out, progress=None):
     workloads/devices/this-machine.toml is whichever machine last ran `kmemsim profile` (session 14:
     that file said 102 us per 4 KiB read, 27 us of reclaim per file folio and a 29 ms decode step of
     the profile's model; this machine measured 43 us, 12 us and 45 ms). A validation without one in DIR
-    measures it (`kmemsim profile`, ~40 s, root) once per boot, in a process of its own (its llama.cpp
+    measures it (`kmemsim profile`, ~60 s, root) once per boot, in a process of its own (its llama.cpp
     run would otherwise map libllama into this one, which the reference child then shares); without
     root, the file is used."""
     from . import device as dev, predict as P
