@@ -1,9 +1,10 @@
 """`kmemsim profile`: measure this machine into a device profile (workloads/devices/this-machine.toml).
 
 - storage: O_DIRECT reads at several I/O sizes (queue depth 1, random aligned offsets, the sizes in
-  turns) on a temp file of random data; without O_DIRECT (e.g. tmpfs), posix_fadvise(DONTNEED) then pread. Per-I/O latency
-  = the 4 KiB time less its transfer at the best bandwidth seen; per size, the table keeps the
-  bandwidth that reproduces the measured median time: t(S) = latency + S / bandwidth(S).
+  turns) on a temp file of random data; without O_DIRECT (e.g. tmpfs), posix_fadvise(DONTNEED)
+  then pread. Per-I/O latency = the 4 KiB time less its transfer at the best bandwidth seen; per
+  size, the table keeps the bandwidth that reproduces the measured median time:
+  t(S) = latency + S / bandwidth(S).
 - zram: as root, a real zram device (hot_add, disksize, O_DIRECT writes = compress, reads =
   decompress, then hot_remove) for each algorithm the kernel offers; otherwise, and for algorithms
   the kernel lacks, the python lz4 / zstandard packages, one call per 4 KiB page as zram
@@ -421,11 +422,10 @@ def reclaim(dir=None, progress=None, rounds=3) -> dict | None:
         Path(src).write_bytes(sample_pages(2048))
         for i in range(rounds):
             os.makedirs(os.path.join(d, f"f{i}"))
-            sec, folios, pages, _, sec_rec = _reclaim_run(RECLAIM_FILE, [path], os.path.join(d, f"f{i}"), limit, None)
+            file_run = _reclaim_run(RECLAIM_FILE, [path], os.path.join(d, f"f{i}"), limit, None)
             os.makedirs(os.path.join(d, f"a{i}"))
-            sec2, folios2, _, swapped, sec2_rec = _reclaim_run(RECLAIM_ANON, [src, 3 * limit], os.path.join(d, f"a{i}"),
-                                                            limit, "lz4:1G")
-            runs.append(_reclaim_costs(sec, folios, pages, sec_rec, sec2, folios2, swapped, sec2_rec, limit))
+            anon_run = _reclaim_run(RECLAIM_ANON, [src, 3 * limit], os.path.join(d, f"a{i}"), limit, "lz4:1G")
+            runs.append(_reclaim_costs(file_run, anon_run, limit))
     # per figure, the median over the rounds; the counts and seconds are the median round's
     med = sorted(runs, key=lambda r: r["file_folio_us"])[len(runs) // 2]
     r = dict(med, rounds=len(runs),
@@ -440,9 +440,13 @@ def reclaim(dir=None, progress=None, rounds=3) -> dict | None:
     return r
 
 
-def _reclaim_costs(sec, folios, pages, sec_rec, sec2, folios2, swapped, sec2_rec, limit) -> dict:
-    """One round of the reclaim benchmark: per file folio dropped, then per page swapped (the rest
-    of the anonymous run's time); unrecorded (PSI) where the machine has it, and as recorded."""
+def _reclaim_costs(file_run, anon_run, limit) -> dict:
+    """One round of the reclaim benchmark (two _reclaim_run results): per file folio dropped, then
+    per page swapped (the rest of the anonymous run's time); unrecorded (PSI) where the machine has
+    it, and as recorded."""
+    sec, folios, pages, _, sec_rec = file_run
+    sec2, folios2, _, swapped, sec2_rec = anon_run
+
     def costs(file_s, anon_s):
         file_us = file_s * 1e6 / max(folios, 1)
         return file_us, max(0.0, anon_s * 1e6 - folios2 * file_us) / max(swapped, 1)
