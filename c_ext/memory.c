@@ -178,6 +178,7 @@ static int do_swap_page(struct km_emu *e, int32_t vi, int32_t anon, int64_t p, i
         count(e, VM_pswpin, 1);
         count(e, VM_stall_swapin_pages, 1);
     }
+    if (class_is_kv(o->cls)) count(e, VM_kv_swapin_pages, 1);
     if (shadow) workingset_refault(e, f, shadow);
     folio_add_lru(e, f);
     set_pte(e, &e->vmas[vi], p, PTE_YOUNG | PTE_WRITE | PTE_ANON, f);

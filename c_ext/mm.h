@@ -26,6 +26,8 @@ enum { MAP_F_SHARED = 1, MAP_F_READ = 2, MAP_F_WRITE = 4, MAP_F_EXEC = 8, MAP_F_
        MAP_F_LOCKED = 32, MAP_F_WEIGHTS = 64, VM_SEQ_READ = 1 << 16, VM_RAND_READ = 1 << 17 };
 #define CLASS_SHIFT 8
 #define CLASS_ZERO 1                /* PageClass.ZERO */
+#define CLASS_KV_F16 2              /* PageClass.KV_F16, KV_Q8: the KV cache */
+#define CLASS_KV_Q8 3
 #define WRITE_F_ZERO 1              /* WriteFlag.ZERO */
 /* Advice (include/uapi/asm-generic/mman-common.h, fadvise.h). */
 enum { ADV_NORMAL = 0, ADV_RANDOM = 1, ADV_SEQUENTIAL = 2, ADV_WILLNEED = 3, ADV_DONTNEED = 4,
@@ -134,7 +136,8 @@ struct task {
     int64_t rss;               /* pages mapped (file + anon), for the OOM killer's badness */
 };
 
-/* Counters, named as in include/linux/vm_event_item.h / mmzone.h / zram mm_stat. */
+/* Counters, named as in include/linux/vm_event_item.h / mmzone.h / zram mm_stat; stall_*, io_* and
+ * kv_* (the KV cache's share of pswpout + swpout_zero and of pswpin + swpin_zero) are kmemsim's own. */
 #define KM_COUNTERS(X) \
     X(pgfault) X(pgmajfault) X(pgpgin) X(pgpgout) X(pswpin) X(pswpout) X(swpin_zero) X(swpout_zero) \
     X(pgactivate) X(pgdeactivate) X(pgrefill) X(pgrotated) \
@@ -148,7 +151,8 @@ struct task {
     X(fault_around_pages) X(fault_failed) X(minor_fault_pages) X(zero_page_maps) X(zram_same_reads) \
     X(accesses) X(misses) X(reclaim_runs) \
     X(stall_read_ios) X(stall_read_pages) X(stall_swapin_pages) X(stall_reclaim_scanned) \
-    X(stall_reclaim_swapout) X(stall_reclaim_file_folios) X(io_waits) X(io_wait_ns)
+    X(stall_reclaim_swapout) X(stall_reclaim_file_folios) X(io_waits) X(io_wait_ns) \
+    X(kv_swapout_pages) X(kv_swapin_pages)
 
 #define KM_GAUGES(X) \
     X(nr_free_pages) X(nr_inactive_anon) X(nr_active_anon) X(nr_inactive_file) X(nr_active_file) \
@@ -373,6 +377,8 @@ static inline int folio_lru_list(const struct folio *f)
 }
 static inline int folio_nr_pages(const struct folio *f) { return 1 << f->order; }
 static inline int folio_is_file_lru(const struct folio *f) { return !(f->flags & PG_swapbacked); }
+/* The KV cache's pages, by their mapping's class (a cleared page's folio is CLASS_ZERO until written) */
+static inline int class_is_kv(int cls) { return cls == CLASS_KV_F16 || cls == CLASS_KV_Q8; }
 /* List insertion and removal: static inline, as in include/linux/mm_inline.h (every reference of
  * the plain LRU policy does both). lruvec_add_folio() puts a folio at the head. */
 static inline void lruvec_add_folio(struct km_emu *e, folio_id id, int lru)

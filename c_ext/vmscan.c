@@ -163,6 +163,7 @@ int folio_evict(struct km_emu *e, folio_id id)
         /* add_to_swap() + pageout() -> zram_write(): synchronous, so the folio is freed now */
         int r = zram_write(e, f->cls, &slot);
         if (r < 0) return 0;
+        if (class_is_kv(o->cls)) count(e, VM_kv_swapout_pages, 1);
         if (r == 1) {
             count(e, VM_swpout_zero, 1);                 /* swap_zeromap_folio_set(): no I/O */
         } else {

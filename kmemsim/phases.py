@@ -12,7 +12,9 @@ decode tokens, the request's end; the start-up is what comes before the first ma
 Counters (pages, except major faults): page-cache pages added (of them, those added as order-0
 folios: read-around, the first rounds of a readahead ramp, and the fallback of page_cache_ra_order()
 when a large folio's charge fails or another thread's folio is already there) and deleted (every
-file the run touched), major faults, pages swapped out and in."""
+file the run touched), major faults, pages swapped out and in, and of those swapped in the KV
+cache's (the kernel counts no buffer's swap-ins: live, the faults on the KV buffer's mapping at
+pages that had faulted before since it was mapped; kv_swap_faults())."""
 import json
 import os
 
@@ -27,6 +29,7 @@ COUNTERS = {                # name: predicted per-phase column (kmemsim.emulator
     "major_faults": "pgmajfault",
     "swap_out_pages": "pswpout",
     "swap_in_pages": "pswpin",
+    "kv_swap_in_pages": "kv_swapin_pages",
 }
 
 
@@ -135,7 +138,37 @@ def measured(run_dir, llama_result, model):
         out["major_faults"] = np.diff(np.concatenate([[v[0]], at, [v[-1]]]))
     else:
         out["major_faults"] = -1
+    kv = kv_swap_faults(run_dir, llama_result, starts[0])
+    if kv is None:
+        out["kv_swap_in_pages"] = -1
+    else:
+        out["kv_swap_in_pages"] = 0
+        add("kv_swap_in_pages", kv, np.ones(len(kv), np.int64))
     return out, aligned
+
+
+def kv_swap_faults(run_dir, llama_result, t_load):
+    """The times of the live run's faults on the KV cache's pages after each page's first: with
+    llama.cpp's KV buffer cleared (written) as it is created, a later fault there is a swap-in
+    (do_swap_page(); nothing else unmaps a page of it before llama_free). The buffer's mapping is
+    the anonymous mmap of its logged size (llama.cpp's load log, +-5 KiB; glibc adds a page) made
+    after the load starts, up to its munmap. None where there is not exactly one such mapping."""
+    from .validate import buffers_from_log            # validate imports this module
+    size = buffers_from_log(llama_result.get("log", "")).get("CPU KV")
+    if not size:
+        return None
+    mm = pd.read_parquet(os.path.join(run_dir, "raw", "mmap.parquet"))
+    anon = mm[(mm.kind == "mmap") & (mm.fd == 0xFFFFFFFF) & (mm.t >= t_load) &
+              (mm.len >= size - (8 << 10)) & (mm.len <= size + (16 << 10))]
+    if len(anon) != 1:
+        return None
+    m = anon.iloc[0]
+    gone = mm[(mm.kind == "munmap") & (mm.addr == m.ret) & (mm.t > m.t)].t
+    end = gone.min() if len(gone) else np.inf
+    f = pd.read_parquet(os.path.join(run_dir, "raw", "faults.parquet"), columns=["t", "address"])
+    f = f[(f.address >= m.ret) & (f.address < m.ret + m.len) & (f.t >= m.t) & (f.t < end)].sort_values("t")
+    again = f[(f.address // 4096).duplicated()]
+    return again.t.to_numpy()
 
 
 def table(runs, model) -> pd.DataFrame:

@@ -7,7 +7,7 @@ import pytest
 
 from kmemsim.emulator import Config, Emulator, PageState
 from kmemsim.errors import InputError
-from kmemsim.trace import Advice, MapFlag, Op, PageClass, TraceBuilder
+from kmemsim.trace import Advice, MapFlag, Op, PageClass, TraceBuilder, WriteFlag
 
 SHARED_RO = MapFlag.SHARED | MapFlag.READ
 ANON_RW = MapFlag.READ | MapFlag.WRITE
@@ -215,6 +215,29 @@ def test_swap_in_on_fault_frees_the_slot():
     assert s["pswpin"] > 0
     assert s["pgmajfault"] == s["pswpin"]
     assert s["nr_swapped"] == s["pswpout"] - s["pswpin"]
+
+
+def test_the_kv_caches_swapping_is_counted_apart():
+    # The kernel counts swap per page, not per buffer (pswpout/swpout_zero in swap_writepage(),
+    # pswpin/swpin_zero in swap_read_folio()); the core also counts the KV cache's share, by its
+    # mapping's class: a KV page cleared to zero (a CLASS_ZERO folio, swpout_zero/swpin_zero) is
+    # still the KV cache's.
+    tr = T()
+    kv = tr.mmap(100, file=False, flags=ANON_RW, cls=PageClass.KV_F16)
+    tr.b.event(tr.tick(), 1, Op.WRITE, kv, 0, 50, flags=WriteFlag.ZERO)   # ggml_backend_buffer_clear
+    tr.write(kv, 50, 50)
+    heap = tr.mmap(200, file=False, flags=ANON_RW)
+    tr.write(heap, 0, 200)        # pushes the KV pages out (memcg 256 pages)
+    tr.read(kv, 0, 100)           # and faults them back in
+    s = tr.run(memcg_limit=256 * 4096, zram="lz4:64M", swappiness=200).summary
+    assert s["kv_swapout_pages"] > 0 and s["kv_swapin_pages"] > 0
+    assert s["kv_swapout_pages"] <= s["pswpout"] + s["swpout_zero"]
+    assert s["kv_swapin_pages"] <= s["pswpin"] + s["swpin_zero"]
+    assert s["swpin_zero"] > 0    # the cleared half came back as zero pages, and counts as KV too
+    # every KV page is resident again: each one swapped out came back in
+    assert s["kv_swapin_pages"] == s["kv_swapout_pages"]
+    # nothing but the KV mapping swaps in here, so the two agree with the kernel's counters
+    assert s["kv_swapin_pages"] == s["pswpin"] + s["swpin_zero"]
 
 
 def test_kswapd_wakes_below_low_and_stops_at_high():

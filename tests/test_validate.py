@@ -112,6 +112,12 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     assert tot.loc["swap_out_pages", "measured"] * V.PAGE == meas["swap_out_bytes"]
     assert tot.loc["swap_out_pages", "predicted"] * V.PAGE == rows.loc["swap_out_bytes", "predicted"]
     assert tot.loc["major_faults", "predicted"] == rows.loc["major_faults", "predicted"]
+    # the KV cache's swap-ins: live, the faults on its buffer's mapping after each page's first
+    # (phases.kv_swap_faults finds the one mapping of llama.cpp's logged KV size; each such fault is
+    # a major one, do_swap_page()), predicted the core's kv_swapin_pages
+    assert (ph[ph.counter == "kv_swap_in_pages"].measured >= 0).all()
+    assert tot.loc["kv_swap_in_pages", "measured"] <= tot.loc["major_faults", "measured"]
+    assert tot.loc["kv_swap_in_pages", "predicted"] <= tot.loc["major_faults", "predicted"]
     # pages added as order-0 folios are among those added; each load's include the model header's
     # first four (the readahead ramp starts at order 0: test_llama_load_folio_layout_matches_the_kernel)
     for side in ("predicted", "measured"):
