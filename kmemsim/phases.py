@@ -142,7 +142,6 @@ def measured(run_dir, llama_result, model):
     if kv is None:
         out["kv_swap_in_pages"] = -1
     else:
-        out["kv_swap_in_pages"] = 0
         add("kv_swap_in_pages", kv, np.ones(len(kv), np.int64))
     return out, aligned
 
@@ -152,12 +151,14 @@ def kv_swap_faults(run_dir, llama_result, t_load):
     llama.cpp's KV buffer cleared (written) as it is created, a later fault there is a swap-in
     (do_swap_page(); nothing else unmaps a page of it before llama_free). The buffer's mapping is
     the anonymous mmap of its logged size (llama.cpp's load log, +-5 KiB; glibc adds a page) made
-    after the load starts, up to its munmap. None where there is not exactly one such mapping."""
+    after the load starts, up to its munmap. None where there is not exactly one such mapping, or
+    the run has no mmap or fault records."""
     from .validate import buffers_from_log            # validate imports this module
     size = buffers_from_log(llama_result.get("log", "")).get("CPU KV")
-    if not size:
+    paths = [os.path.join(run_dir, "raw", f"{n}.parquet") for n in ("mmap", "faults")]
+    if not size or not all(os.path.exists(p) for p in paths):
         return None
-    mm = pd.read_parquet(os.path.join(run_dir, "raw", "mmap.parquet"))
+    mm = pd.read_parquet(paths[0])
     anon = mm[(mm.kind == "mmap") & (mm.fd == 0xFFFFFFFF) & (mm.t >= t_load) &
               (mm.len >= size - (8 << 10)) & (mm.len <= size + (16 << 10))]
     if len(anon) != 1:
@@ -165,7 +166,7 @@ def kv_swap_faults(run_dir, llama_result, t_load):
     m = anon.iloc[0]
     gone = mm[(mm.kind == "munmap") & (mm.addr == m.ret) & (mm.t > m.t)].t
     end = gone.min() if len(gone) else np.inf
-    f = pd.read_parquet(os.path.join(run_dir, "raw", "faults.parquet"), columns=["t", "address"])
+    f = pd.read_parquet(paths[1], columns=["t", "address"])
     f = f[(f.address >= m.ret) & (f.address < m.ret + m.len) & (f.t >= m.t) & (f.t < end)].sort_values("t")
     again = f[(f.address // 4096).duplicated()]
     return again.t.to_numpy()
