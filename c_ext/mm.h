@@ -28,6 +28,8 @@ enum { MAP_F_SHARED = 1, MAP_F_READ = 2, MAP_F_WRITE = 4, MAP_F_EXEC = 8, MAP_F_
 #define CLASS_ZERO 1                /* PageClass.ZERO */
 #define CLASS_KV_F16 2              /* PageClass.KV_F16, KV_Q8: the KV cache */
 #define CLASS_KV_Q8 3
+#define CLASS_WEIGHTS_Q 4           /* PageClass.WEIGHTS_Q, WEIGHTS_F16: weights copied to anon */
+#define CLASS_WEIGHTS_F16 5
 #define WRITE_F_ZERO 1              /* WriteFlag.ZERO */
 /* Advice (include/uapi/asm-generic/mman-common.h, fadvise.h). */
 enum { ADV_NORMAL = 0, ADV_RANDOM = 1, ADV_SEQUENTIAL = 2, ADV_WILLNEED = 3, ADV_DONTNEED = 4,
@@ -379,6 +381,7 @@ static inline int folio_nr_pages(const struct folio *f) { return 1 << f->order; 
 static inline int folio_is_file_lru(const struct folio *f) { return !(f->flags & PG_swapbacked); }
 /* The KV cache's pages, by their mapping's class (a cleared page's folio is CLASS_ZERO until written) */
 static inline int class_is_kv(int cls) { return cls == CLASS_KV_F16 || cls == CLASS_KV_Q8; }
+static inline int class_is_weights(int cls) { return cls == CLASS_WEIGHTS_Q || cls == CLASS_WEIGHTS_F16; }
 /* List insertion and removal: static inline, as in include/linux/mm_inline.h (every reference of
  * the plain LRU policy does both). lruvec_add_folio() puts a folio at the head. */
 static inline void lruvec_add_folio(struct km_emu *e, folio_id id, int lru)

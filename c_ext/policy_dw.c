@@ -6,13 +6,10 @@
  * most N times before it is treated like any other. */
 #include "mm.h"
 
-#define CLASS_WEIGHTS_Q 4
-#define CLASS_WEIGHTS_F16 5
-
 static int is_weights(const struct folio *f)
 {
     return (f->flags & PG_weights) ||
-           ((f->flags & PG_swapbacked) && (f->cls == CLASS_WEIGHTS_Q || f->cls == CLASS_WEIGHTS_F16));
+           ((f->flags & PG_swapbacked) && class_is_weights(f->cls));
 }
 
 int dw_reclaim_candidate(struct km_emu *e, folio_id id, struct scan_control *sc)

@@ -7,14 +7,9 @@
 #include <stdlib.h>
 #include "mm.h"
 
-#define CLASS_KV_F16 2
-#define CLASS_KV_Q8 3
-
 static int is_kv(struct km_emu *e, struct vma *v)
 {
-    if (v->anon != v->obj) return 0;
-    int cls = e->objs[v->obj].cls;
-    return cls == CLASS_KV_F16 || cls == CLASS_KV_Q8;
+    return v->anon == v->obj && class_is_kv(e->objs[v->obj].cls);
 }
 
 /* Page out the still-zero resident KV folios in [page, page + n). */

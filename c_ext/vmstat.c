@@ -30,8 +30,8 @@ void gauges(struct km_emu *e, int64_t *g)
         if (o->kind == OBJ_FILE) { file += o->nr_resident; if (o->weights) weights += o->nr_resident; }
         else {
             anon += o->nr_resident;
-            if (o->cls == 2 || o->cls == 3) kv += o->nr_resident;                 /* KV_F16, KV_Q8 */
-            if (o->cls == 4 || o->cls == 5) anon_weights += o->nr_resident;       /* WEIGHTS_* */
+            if (class_is_kv(o->cls)) kv += o->nr_resident;
+            if (class_is_weights(o->cls)) anon_weights += o->nr_resident;
         }
     }
     g[VM_nr_kv_anon_pages] = kv;
