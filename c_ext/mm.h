@@ -138,8 +138,10 @@ struct task {
     int64_t rss;               /* pages mapped (file + anon), for the OOM killer's badness */
 };
 
-/* Counters, named as in include/linux/vm_event_item.h / mmzone.h / zram mm_stat; stall_*, io_* and
- * kv_* (the KV cache's share of pswpout + swpout_zero and of pswpin + swpin_zero) are kmemsim's own. */
+/* Counters, named as in include/linux/vm_event_item.h / mmzone.h / zram mm_stat; stall_*, io_*,
+ * kv_* (the KV cache's share of pswpout + swpout_zero and of pswpin + swpin_zero) and file_scan_busy
+ * (file pages of pgscan_file that shrink_folio_list() put back busy: locked, i.e. under read, or
+ * held by another reference) are kmemsim's own. */
 #define KM_COUNTERS(X) \
     X(pgfault) X(pgmajfault) X(pgpgin) X(pgpgout) X(pswpin) X(pswpout) X(swpin_zero) X(swpout_zero) \
     X(pgactivate) X(pgdeactivate) X(pgrefill) X(pgrotated) \
@@ -154,7 +156,7 @@ struct task {
     X(accesses) X(misses) X(reclaim_runs) \
     X(stall_read_ios) X(stall_read_pages) X(stall_swapin_pages) X(stall_reclaim_scanned) \
     X(stall_reclaim_swapout) X(stall_reclaim_file_folios) X(io_waits) X(io_wait_ns) \
-    X(kv_swapout_pages) X(kv_swapin_pages)
+    X(kv_swapout_pages) X(kv_swapin_pages) X(file_scan_busy)
 
 #define KM_GAUGES(X) \
     X(nr_free_pages) X(nr_inactive_anon) X(nr_active_anon) X(nr_inactive_file) X(nr_active_file) \

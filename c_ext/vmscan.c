@@ -204,15 +204,21 @@ static int64_t shrink_folio_list(struct km_emu *e, folio_id *list, int64_t n, st
         struct folio *f = &e->folios[id];
         int nr = folio_nr_pages(f);
         /* folio_trylock() fails on a folio under read (readahead): keep, references untouched */
-        enum folio_references ref = (f->flags & PG_locked) ? FOLIOREF_KEEP
+        int busy = (f->flags & PG_locked) != 0;
+        enum folio_references ref = busy ? FOLIOREF_KEEP
                                   : sc->ignore_references ? FOLIOREF_RECLAIM : folio_check_references(e, id);
         if ((ref == FOLIOREF_RECLAIM || ref == FOLIOREF_RECLAIM_CLEAN) && e->policy->reclaim_candidate &&
             !sc->ignore_references && !e->policy->reclaim_candidate(e, id, sc)) {
             sc->deferred += nr;
             ref = FOLIOREF_KEEP;
         }
-        if ((ref == FOLIOREF_RECLAIM || ref == FOLIOREF_RECLAIM_CLEAN) && (f->flags & PG_pinned))
+        if ((ref == FOLIOREF_RECLAIM || ref == FOLIOREF_RECLAIM_CLEAN) && (f->flags & PG_pinned)) {
             ref = FOLIOREF_KEEP;                         /* __remove_mapping(): extra reference, keep */
+            busy = 1;
+        }
+        /* what the kernel's mm_vmscan_lru_shrink_inactive leaves unnamed: scanned, not reclaimed,
+         * activated nor kept by reference */
+        if (busy && !(f->flags & PG_swapbacked)) count(e, VM_file_scan_busy, nr);
         if (ref == FOLIOREF_RECLAIM || ref == FOLIOREF_RECLAIM_CLEAN) {
             int anon = f->flags & PG_swapbacked;
             if (anon && !sc->may_swap) {

@@ -14,7 +14,9 @@ folios: read-around, the first rounds of a readahead ramp, and the fallback of p
 when a large folio's charge fails or another thread's folio is already there) and deleted (every
 file the run touched), major faults, pages swapped out and in, and of those swapped in the KV
 cache's (the kernel counts no buffer's swap-ins: live, the faults on the KV buffer's mapping at
-pages that had faulted before since it was mapped; kv_swap_faults())."""
+pages that had faulted before since it was mapped; kv_swap_faults()), and reclaim's work: the
+file and anonymous pages shrink_inactive_list() scanned, and of the file ones those it put back
+busy (reclaim_scans())."""
 import json
 import os
 
@@ -30,6 +32,9 @@ COUNTERS = {                # name: predicted per-phase column (kmemsim.emulator
     "swap_out_pages": "pswpout",
     "swap_in_pages": "pswpin",
     "kv_swap_in_pages": "kv_swapin_pages",
+    "file_pages_scanned": "pgscan_file",
+    "file_pages_scanned_busy": "file_scan_busy",
+    "anon_pages_scanned": "pgscan_anon",
 }
 
 
@@ -138,12 +143,37 @@ def measured(run_dir, llama_result, model):
         out["major_faults"] = np.diff(np.concatenate([[v[0]], at, [v[-1]]]))
     else:
         out["major_faults"] = -1
+    scans = reclaim_scans(run_dir)
+    for c in ("file_pages_scanned", "file_pages_scanned_busy", "anon_pages_scanned"):
+        if scans is None:
+            out[c] = -1
+        else:
+            add(c, scans.t, scans[c].to_numpy())
     kv = kv_swap_faults(run_dir, llama_result, starts[0])
     if kv is None:
         out["kv_swap_in_pages"] = -1
     else:
         add("kv_swap_in_pages", kv, np.ones(len(kv), np.int64))
     return out, aligned
+
+
+def reclaim_scans(run_dir):
+    """The live run's shrink_inactive_list() calls (mm_vmscan_lru_shrink_inactive): time, file and
+    anonymous pages scanned, and file pages put back busy, i.e. the rest of what was scanned after
+    reclaimed, activated, kept by reference and unmap failures (locked under read, or held by another
+    reference; a read-only mapping has no dirty or writeback pages). None without vmscan records."""
+    p = os.path.join(run_dir, "raw", "vmscan.parquet")
+    if not os.path.exists(p):
+        return None
+    v = pd.read_parquet(p)
+    v = v[v["kind"] == "shrink_inactive"]
+    a, b, e, f = (v[c].to_numpy().astype(np.int64) for c in "abef")
+    low, high = lambda x: x & 0xFFFFFFFF, lambda x: x >> 32         # the probe packs two counts a field
+    file = (v["flags"].to_numpy().astype(np.int64) & 2) != 0        # RECLAIM_WB_FILE
+    busy = a - b - low(e) - high(e) - low(f) - high(f)
+    return pd.DataFrame({"t": v["t"].to_numpy(), "file_pages_scanned": np.where(file, a, 0),
+                         "file_pages_scanned_busy": np.where(file, busy, 0),
+                         "anon_pages_scanned": np.where(file, 0, a)})
 
 
 def kv_swap_faults(run_dir, llama_result, t_load):

@@ -851,15 +851,21 @@ def test_a_folio_under_read_is_not_reclaimed():
     # readahead_gfp_mask()'s __GFP_NORETRY, ends where the room does (page_cache_ra_unbounded()
     # breaks on -ENOMEM). With reads that complete at once (no storage time) the same reclaim goes
     # on into the second window, and the third is read whole.
+    # The kept ones are counted (file_scan_busy: what mm_vmscan_lru_shrink_inactive leaves unnamed,
+    # scanned and neither reclaimed, activated nor kept by reference): every pass of the third
+    # window's reclaim meets the second window's 512 folios.
     limit = dict(memcg_limit=900 * 4096)
     res = _in_flight_trace().run(**limit, **IO)
     assert all(state(res, p) & PageState.RESIDENT for p in range(512, 1024))
     assert not any(state(res, p) & PageState.RESIDENT for p in range(16, 384))
     assert state(res, 2000) & PageState.RESIDENT
     assert res.summary["file_pages_added"] < 1536
+    s = res.summary
+    assert s["file_scan_busy"] >= 512 and s["pgsteal_file"] + s["file_scan_busy"] <= s["pgscan_file"]
     quick = _in_flight_trace().run(**limit, read_ahead_kb=2048, fault_around_bytes=65536)
     assert not all(state(quick, p) & PageState.RESIDENT for p in range(512, 1024))
     assert quick.summary["file_pages_added"] == 1536 and quick.summary["io_waits"] == 0
+    assert quick.summary["file_scan_busy"] == 0 < quick.summary["pgscan_file"]
 
 
 def test_threads_of_a_graph_node_wait_together():

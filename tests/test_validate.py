@@ -118,6 +118,14 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     assert (ph[ph.counter == "kv_swap_in_pages"].measured >= 0).all()
     assert tot.loc["kv_swap_in_pages", "measured"] <= tot.loc["major_faults", "measured"]
     assert tot.loc["kv_swap_in_pages", "predicted"] <= tot.loc["major_faults", "predicted"]
+    # reclaim's scans (mm_vmscan_lru_shrink_inactive live, the core's pgscan_* predicted): a page
+    # reclaim drops from the page cache was scanned first (isolate_lru_folios(), then
+    # shrink_folio_list()), and the busy ones (locked under read, or held) are among those scanned
+    for side in ("predicted", "measured"):
+        run = ph[ph.phase.isin(("prompt", "decode"))].groupby("counter")[side].sum()
+        assert run["file_pages_scanned"] >= run["file_pages_deleted"], side
+        assert 0 <= run["file_pages_scanned_busy"] <= run["file_pages_scanned"], side
+        assert run["anon_pages_scanned"] >= 0, side
     # pages added as order-0 folios are among those added; each load's include the model header's
     # first four (the readahead ramp starts at order 0: test_llama_load_folio_layout_matches_the_kernel)
     for side in ("predicted", "measured"):
