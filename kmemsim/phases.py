@@ -160,17 +160,18 @@ def measured(run_dir, llama_result, model):
 def reclaim_scans(run_dir):
     """The live run's shrink_inactive_list() calls (mm_vmscan_lru_shrink_inactive): time, file and
     anonymous pages scanned, and file pages put back busy, i.e. the rest of what was scanned after
-    reclaimed, activated, kept by reference and unmap failures (locked under read, or held by another
-    reference; a read-only mapping has no dirty or writeback pages). None without vmscan records."""
+    reclaimed, activated and kept by reference (locked under read, or held by another reference; a
+    read-only mapping has no dirty or writeback pages; shrink_folio_list() activates what it failed
+    to unmap, so nr_unmap_fail is within nr_activate). None without vmscan records."""
     p = os.path.join(run_dir, "raw", "vmscan.parquet")
     if not os.path.exists(p):
         return None
-    v = pd.read_parquet(p)
+    v = pd.read_parquet(p, columns=["t", "kind", "a", "b", "e", "f", "flags"])
     v = v[v["kind"] == "shrink_inactive"]
     a, b, e, f = (v[c].to_numpy().astype(np.int64) for c in "abef")
     low, high = lambda x: x & 0xFFFFFFFF, lambda x: x >> 32         # the probe packs two counts a field
     file = (v["flags"].to_numpy().astype(np.int64) & 2) != 0        # RECLAIM_WB_FILE
-    busy = a - b - low(e) - high(e) - low(f) - high(f)
+    busy = a - b - low(e) - high(e) - low(f)
     return pd.DataFrame({"t": v["t"].to_numpy(), "file_pages_scanned": np.where(file, a, 0),
                          "file_pages_scanned_busy": np.where(file, busy, 0),
                          "anon_pages_scanned": np.where(file, 0, a)})
