@@ -139,7 +139,7 @@ void submit_read(struct km_emu *e)
             e->bios = realloc(e->bios, sizeof *e->bios * (size_t)e->cap_bios);
             if (!e->bios) abort();
         }
-        e->bios[e->nr_bios++] = (struct bio_inflight){ i, j, pages * e->cfg.io_ns_per_page, INT64_MAX };
+        e->bios[e->nr_bios++] = (struct bio_inflight){ i, j, pages * e->cfg.io_ns_per_page, INT64_MAX, e->dev_t };
         i = j;
     }
     e->ioq_unsubmitted = i;
@@ -158,6 +158,8 @@ void bio_endio(struct km_emu *e)
     for (int i = 0; i < e->nr_bios; i++) {
         struct bio_inflight b = e->bios[i];
         if (b.done <= now) {
+            count(e, VM_bio_reads, 1);
+            count(e, VM_bio_read_ns, b.done - b.submitted);
             for (int64_t q = b.first; q < b.last; q++)
                 if (e->io_done[e->ioq[q].f] == e->ioq[q].done) e->folios[e->ioq[q].f].flags &= ~PG_locked;
             continue;

@@ -16,7 +16,8 @@ file the run touched), major faults, pages swapped out and in, and of those swap
 cache's (the kernel counts no buffer's swap-ins: live, the faults on the KV buffer's mapping at
 pages that had faulted before since it was mapped; kv_swap_faults()), and reclaim's work: the
 file and anonymous pages shrink_inactive_list() scanned, and of the file ones those it put back
-busy (reclaim_scans())."""
+busy (reclaim_scans()), and the storage's: the read bios ended and their time from submit_bio() to
+the end, summed (read_bios(); the tables show the mean)."""
 import json
 import os
 
@@ -35,7 +36,10 @@ COUNTERS = {                # name: predicted per-phase column (kmemsim.emulator
     "file_pages_scanned": "pgscan_file",
     "file_pages_scanned_busy": "file_scan_busy",
     "anon_pages_scanned": "pgscan_anon",
+    "read_bios": "bio_reads",
+    "read_bio_ns": "bio_read_ns",
 }
+HEADERS = {"read_bio_ns": "read bio ms (mean)"}     # the tables show read_bio_ns per bio
 
 
 def _predicted_phase(name):
@@ -149,6 +153,12 @@ def measured(run_dir, llama_result, model):
             out[c] = -1
         else:
             add(c, scans.t, scans[c].to_numpy())
+    bios = read_bios(run_dir)
+    for c in ("read_bios", "read_bio_ns"):
+        if bios is None:
+            out[c] = -1
+        else:
+            add(c, bios.t, np.ones(len(bios), np.int64) if c == "read_bios" else bios.ns.to_numpy())
     kv = kv_swap_faults(run_dir, llama_result, starts[0])
     if kv is None:
         out["kv_swap_in_pages"] = -1
@@ -175,6 +185,18 @@ def reclaim_scans(run_dir):
     return pd.DataFrame({"t": v["t"].to_numpy(), "file_pages_scanned": np.where(file, a, 0),
                          "file_pages_scanned_busy": np.where(file, busy, 0),
                          "anon_pages_scanned": np.where(file, 0, a)})
+
+
+def read_bios(run_dir):
+    """The live run's read bios (readio records, one a request that ended part of one): when each
+    ended (its last part), its time since submit_bio(), its pages. None without readio records."""
+    p = os.path.join(run_dir, "raw", "readio.parquet")
+    if not os.path.exists(p):
+        return None
+    r = pd.read_parquet(p).groupby(["tid", "queued", "sector"], sort=False)
+    b = r.agg(t=("t", "max"), pages=("nr_sector", "sum")).reset_index()
+    return pd.DataFrame({"t": b.t.to_numpy(), "ns": (b.t - b.queued).to_numpy().astype(np.int64),
+                         "pages": b.pages.to_numpy().astype(np.int64) // 8})
 
 
 def kv_swap_faults(run_dir, llama_result, t_load):
@@ -251,14 +273,23 @@ def markdown(df: pd.DataFrame) -> str:
         out += [f"Per-phase error (prompt and decode; pages added, swapped out and in, major faults; "
                 f"mean |log((predicted + {SCORE_DAMP}) / (measured + {SCORE_DAMP}))| over the {n} cells "
                 f"where either reaches {SCORE_FLOOR}): **{err:.3f}**", ""]
+    def cell(r, c, side):
+        v = r.loc[c, side]
+        if v < 0:
+            return "n/a"
+        if c != "read_bio_ns":
+            return f"{v:,}"
+        n = r.loc["read_bios", side]
+        return f"{v / n / 1e6:.2f}" if n > 0 else "-"
+
     for label, g in df.groupby("limit", sort=False):
         out += [f"### {label} (aligned on {g.aligned.iloc[0]})", "",
-                "| phase | " + " | ".join(c.replace("_", " ") for c in COUNTERS) + " |",
+                "| phase | " + " | ".join(HEADERS.get(c, c.replace("_", " ")) for c in COUNTERS) + " |",
                 "|---|" + "---:|" * len(COUNTERS)]
         for ph in PHASES:
             r = g[g.phase == ph].set_index("counter")
-            out.append(f"| {ph} | " + " | ".join(
-                f"{r.loc[c, 'predicted']:,} / " + (f"{r.loc[c, 'measured']:,}" if r.loc[c, "measured"] >= 0 else "n/a")
-                for c in COUNTERS) + " |")
+            out.append(f"| {ph} | " + " | ".join(f"{cell(r, c, 'predicted')} / {cell(r, c, 'measured')}"
+                                                 for c in COUNTERS) + " |")
         out.append("")
     return "\n".join(out)
+

@@ -42,6 +42,7 @@ class Probe:
     source = ""
     output = ""
     fields: tuple = ()
+    times: tuple = ()           # fields holding bpf_ktime_get_ns() instants, written like ts (ns after t0)
     tracepoints: dict = {}
 
     def __init__(self):
@@ -129,11 +130,22 @@ class Vmscan(Probe):
     }
 
 
+class ReadIO(Probe):
+    name, source, output = "readio", "readio.c", "read_events"
+    fields = ("queued", "sector", "nr_sector", "error")
+    times = ("queued",)
+    tracepoints = {
+        "block:block_split": "a read bio split to the device's limits: its rest goes on at a new sector",
+        "block:block_rq_complete": "a request's completion ends its read bios (blk-mq traces no bio completion)",
+    }
+
+
 class SwapIO(Probe):
     name, source, output = "swapio", "swapio.c", "swap_events"
     fields = ("write", "sector", "nr_sector", "dev", "tracked")
     tracepoints = {
-        "block:block_bio_queue": "bios to swap devices: pages swapped out (W) and in (R), exactly",
+        "block:block_bio_queue": "bios to swap devices: pages swapped out (W) and in (R), exactly; "
+                                 "other read bios go to readio.c (their submission)",
     }
 
 
@@ -143,7 +155,7 @@ class Oom(Probe):
     tracepoints = {"oom:mark_victim": "the OOM killer chose a recorded process"}
 
 
-ALL = (Tasks, Faults, Mmap, Filemap, Vmscan, SwapIO, Oom)
+ALL = (Tasks, Faults, Mmap, Filemap, Vmscan, ReadIO, SwapIO, Oom)     # ReadIO before SwapIO: it calls read_bio_queued()
 
 
 def kernel_dev(st_dev: int) -> int:
@@ -153,6 +165,19 @@ def kernel_dev(st_dev: int) -> int:
 
 def user_dev(kdev: int) -> int:
     return os.makedev(kdev >> 20, kdev & 0xFFFFF)
+
+
+def _prog_recursion_misses(fd: int) -> int:
+    """bpf(BPF_OBJ_GET_INFO_BY_FD) on a program: its struct bpf_prog_info's recursion_misses (UAPI,
+    linux/bpf.h: offset 208 of the 232 bytes of 5.12+)."""
+    import struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    info = ctypes.create_string_buffer(232)
+    attr = ctypes.create_string_buffer(struct.pack("IIQ", fd, len(info), ctypes.addressof(info)), 128)
+    nr_bpf = {"x86_64": 321, "aarch64": 280}.get(os.uname().machine)
+    if nr_bpf is None or libc.syscall(nr_bpf, 15, attr, 16) < 0:     # __NR_bpf, BPF_OBJ_GET_INFO_BY_FD
+        return 0
+    return struct.unpack_from("Q", info.raw, 208)[0]
 
 
 class Probes:
@@ -194,6 +219,18 @@ class Probes:
     def file_counts(self):
         """{(kernel dev, ino): (pages added, pages deleted, filemap faults)} kept in the kernel."""
         return {(k.dev, k.ino): (v.added, v.deleted, v.faults) for k, v in self.b["file_counts"].items()}
+
+    def recursion_misses(self) -> dict:
+        """{tracepoint: runs the kernel skipped}: a tracepoint's program does not run while another
+        BPF program runs on that CPU (trace_call_bpf(): bpf_prog_active), as when an interrupt's
+        tracepoint (block:block_rq_complete) comes during one of ours; the kernel counts each skip
+        (bpf_prog_info.recursion_misses, read with BPF_OBJ_GET_INFO_BY_FD)."""
+        out = {}
+        for name, fn in self.b.funcs.items():
+            n = _prog_recursion_misses(fn.fd)
+            if n:
+                out[name.decode().removeprefix("tracepoint__").replace("__", ":", 1)] = n
+        return out
 
     def array(self, name):
         return [int(v.value) for v in self.b[name].values()]

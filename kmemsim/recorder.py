@@ -65,6 +65,7 @@ class Recording:
         self._stop = threading.Event()
         self._thread = None
         self.file_counts = None         # the kernel's per-file totals as the recording ended
+        self.recursion_misses = {}      # tracepoint programs' runs skipped (Probes.recursion_misses)
         self.t0 = time.monotonic_ns()
         for dev in active_swaps():
             try:
@@ -129,6 +130,7 @@ class Recording:
         # after the process exits, and whatever drops it later (another cgroup's reclaim, this
         # machine's DAMON pageout scheme) is not the run's doing
         self.file_counts = self.probes.file_counts()
+        self.recursion_misses = self.probes.recursion_misses()
         self.snapshot_maps()
 
     def stop(self):

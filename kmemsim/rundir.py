@@ -79,6 +79,8 @@ class RunDir:
         for p in rec.probes.probes:
             df = pd.DataFrame({f: tables[p.name][f] for f in tables[p.name].dtype.names})
             df.insert(0, "t", (df.pop("ts").astype(np.int64) - t0))
+            for f in p.times:
+                df[f] = df[f].astype(np.int64) - t0
             if hasattr(p, "KINDS"):
                 df["kind"] = pd.Categorical.from_codes(df["kind"].astype(int).to_numpy(), list(p.KINDS))
             self.write_frame(f"raw/{p.name}.parquet", df)
@@ -311,6 +313,9 @@ def summary(rec, tables, status, samples, tstats, cg=None, rusage=None, faults=N
         "swap_out_pages": sw[1],    # block:block_bio_queue writes to swap devices by tracked tasks
         "swap_in_pages": sw[0],
         "swap_device_pages": {"written_all_tasks": sw[3], "read_all_tasks": sw[2]},
+        # readio.c: read bios the tracked tasks submitted, their pages, and the parts of them a request
+        # completion ended (a split bio completes in parts; raw/readio.parquet has one row a part)
+        "read_bios": dict(zip(("submitted", "pages", "parts_completed"), probes.array("read_totals"))),
         "swap_out_folios": vm[0],   # mm_vmscan_write_folio with RECLAIM_WB_ANON
         "reclaim": {"file_folios_written": vm[1], "scanned": vm[2], "reclaimed": vm[3],
                     "direct_reclaim_ns": vm[4], "memcg_reclaim_ns": vm[5],
@@ -318,6 +323,8 @@ def summary(rec, tables, status, samples, tstats, cg=None, rusage=None, faults=N
         "oom_kills": int(len(tables["oom"])),
         "lost_events": probes.lost(),
         "lost_by_probe": {p.name: p.lost for p in probes.probes if p.lost},
+        # runs of a tracepoint's program the kernel skipped, another BPF program running on that CPU
+        "bpf_recursion_misses": dict(rec.recursion_misses),
         "duration_s": float((samples["t"].max() - samples["t"].min()) / 1e9) if len(samples) > 1 else 0.0,
     })
     out.update(tstats)

@@ -816,6 +816,9 @@ def test_a_reader_waits_for_its_window_and_fault_around_skips_folios_under_read(
     assert (s["pgfault"], s["pgmajfault"], s["io_waits"]) == (3, 1, 2)
     assert s["io_wait_ns"] == 2 * (LAT + 512 * NS) - 1
     assert s["file_pages_added"] == 1024
+    # each window's two bios end together, LAT + 512 pages after their submit_bio(): the counters
+    # validation compares with the live bios (readio) count four and that time each
+    assert (s["bio_reads"], s["bio_read_ns"]) == (4, 4 * (LAT + 512 * NS))
 
 
 def test_a_populate_waits_at_every_second_window():

@@ -126,6 +126,11 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
         assert run["file_pages_scanned"] >= run["file_pages_deleted"], side
         assert 0 <= run["file_pages_scanned_busy"] <= run["file_pages_scanned"], side
         assert run["anon_pages_scanned"] >= 0, side
+    # the read bios (readio live, bio.c's ends predicted): the run reads the model, so bios end in
+    # the load on both sides, each taking time from submit_bio() to its end
+    load = ph[ph.phase == "load"].set_index("counter")
+    for side in ("predicted", "measured"):
+        assert load.loc["read_bios", side] > 0 and load.loc["read_bio_ns", side] > 0, side
     # pages added as order-0 folios are among those added; each load's include the model header's
     # first four (the readahead ramp starts at order 0: test_llama_load_folio_layout_matches_the_kernel)
     for side in ("predicted", "measured"):
