@@ -292,4 +292,3 @@ def markdown(df: pd.DataFrame) -> str:
                                                  for c in COUNTERS) + " |")
         out.append("")
     return "\n".join(out)
-
