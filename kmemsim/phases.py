@@ -125,6 +125,15 @@ def measured(run_dir, llama_result, model):
     def add(counter, t, weights):
         out[counter] += np.histogram(np.asarray(t, float), bins=edges, weights=weights)[0].astype(np.int64)
 
+    def per_event(events, counters):
+        """{counter: the column of `events` it sums, None to count them}; -1 where the run lacks the
+        records (events None)."""
+        for c, col in counters.items():
+            if events is None:
+                out[c] = -1
+            else:
+                add(c, events.t, np.ones(len(events), np.int64) if col is None else events[col].to_numpy())
+
     fm = tracked(pd.read_parquet(os.path.join(run_dir, "raw", "filemap.parquet")))
     for kind, c in (("add", "file_pages_added"), ("delete", "file_pages_deleted")):
         x = fm[fm.kind == kind]
@@ -147,23 +156,12 @@ def measured(run_dir, llama_result, model):
         out["major_faults"] = np.diff(np.concatenate([[v[0]], at, [v[-1]]]))
     else:
         out["major_faults"] = -1
-    scans = reclaim_scans(run_dir)
-    for c in ("file_pages_scanned", "file_pages_scanned_busy", "anon_pages_scanned"):
-        if scans is None:
-            out[c] = -1
-        else:
-            add(c, scans.t, scans[c].to_numpy())
-    bios = read_bios(run_dir)
-    for c in ("read_bios", "read_bio_ns"):
-        if bios is None:
-            out[c] = -1
-        else:
-            add(c, bios.t, np.ones(len(bios), np.int64) if c == "read_bios" else bios.ns.to_numpy())
+
+    per_event(reclaim_scans(run_dir), {c: c for c in ("file_pages_scanned", "file_pages_scanned_busy",
+                                                      "anon_pages_scanned")})
+    per_event(read_bios(run_dir), {"read_bios": None, "read_bio_ns": "ns"})
     kv = kv_swap_faults(run_dir, llama_result, starts[0])
-    if kv is None:
-        out["kv_swap_in_pages"] = -1
-    else:
-        add("kv_swap_in_pages", kv, np.ones(len(kv), np.int64))
+    per_event(None if kv is None else pd.DataFrame({"t": kv}), {"kv_swap_in_pages": None})
     return out, aligned
 
 
