@@ -17,7 +17,12 @@ cache's (the kernel counts no buffer's swap-ins: live, the faults on the KV buff
 pages that had faulted before since it was mapped; kv_swap_faults()), and reclaim's work: the
 file and anonymous pages shrink_inactive_list() scanned, and of the file ones those it put back
 busy (reclaim_scans()), and the storage's: the read bios ended and their time from submit_bio() to
-the end, summed (read_bios(); the tables show the mean)."""
+the end, summed (read_bios(); the tables show the mean).
+
+Gauges (pages, the median over the phase, outside the score): the memcg's LRU lists, active file,
+inactive file and anonymous (both lists), live from the recorder's memory.stat samples and predicted
+from the emulator's timeline. Where the counters part, these say in which state: whether the active
+file list holds the workingset through decode or is emptied (docs/validation.md, item 7)."""
 import json
 import os
 
@@ -39,7 +44,15 @@ COUNTERS = {                # name: predicted per-phase column (kmemsim.emulator
     "read_bios": "bio_reads",
     "read_bio_ns": "bio_read_ns",
 }
-HEADERS = {"read_bio_ns": "read bio ms (mean)"}     # the tables show read_bio_ns per bio
+# name: (the emulator timeline's columns, the memory.stat fields; each side's sum)
+GAUGES = {
+    "active_file_pages": (("nr_active_file",), ("active_file",)),
+    "inactive_file_pages": (("nr_inactive_file",), ("inactive_file",)),
+    "anon_lru_pages": (("nr_active_anon", "nr_inactive_anon"), ("active_anon", "inactive_anon")),
+}
+ROWS = list(COUNTERS) + list(GAUGES)
+HEADERS = {"read_bio_ns": "read bio ms (mean)",     # the tables show read_bio_ns per bio
+           **{g: g.replace("_pages", "").replace("_", " ") + " (median)" for g in GAUGES}}
 
 
 def _predicted_phase(name):
@@ -54,15 +67,27 @@ def _predicted_phase(name):
     return "teardown"
 
 
+def _medians(phase_of, values) -> np.ndarray:
+    """The median of `values` in each phase (phase_of: each value's index in PHASES); -1 where a
+    phase has none."""
+    df = pd.DataFrame({"p": phase_of, "v": values}).dropna()
+    med = df.groupby("p").v.median()
+    return np.array([int(med[i]) if i in med.index else -1 for i in range(len(PHASES))], np.int64)
+
+
 def predicted(result) -> pd.DataFrame:
-    """Per reference phase (rows) and counter (columns), from an emulator Result."""
+    """Per reference phase (rows) and counter or gauge (columns), from an emulator Result."""
     pp = result.per_phase
-    out = pd.DataFrame(0, index=list(PHASES), columns=list(COUNTERS), dtype=np.int64)
+    out = pd.DataFrame(0, index=list(PHASES), columns=ROWS, dtype=np.int64)
     for name, row in pp.iterrows():
         for c, col in COUNTERS.items():
             out.loc[_predicted_phase(str(name)), c] += int(row.get(col, 0))
     for c, col in COUNTERS.items():        # what the trace did before its first phase mark
         out.loc["start-up", c] = int(result.summary.get(col, 0)) - int(out[c].sum())
+    tl = result.timeline
+    ph = [PHASES.index(_predicted_phase(str(n))) if n else 0 for n in tl["phase"]]
+    for g, (cols, _) in GAUGES.items():
+        out[g] = _medians(ph, tl[list(cols)].sum(axis=1))
     return out
 
 
@@ -120,7 +145,7 @@ def measured(run_dir, llama_result, model):
     if starts is None:
         return None, aligned
     edges = np.array([-np.inf] + list(starts) + [np.inf])
-    out = pd.DataFrame(0, index=list(PHASES), columns=list(COUNTERS), dtype=np.int64)
+    out = pd.DataFrame(0, index=list(PHASES), columns=ROWS, dtype=np.int64)
 
     def add(counter, t, weights):
         out[counter] += np.histogram(np.asarray(t, float), bins=edges, weights=weights)[0].astype(np.int64)
@@ -147,15 +172,25 @@ def measured(run_dir, llama_result, model):
     # the process's majflt (/proc/PID/stat), sampled at the recorder's interval: the counter at each
     # phase's start; runs recorded before it was sampled: the memcg's pgmajfault (v1 memory.stat
     # total_pgmajfault, v2 pgmajfault); -1 where the run has no such samples
-    s = pd.read_parquet(os.path.join(run_dir, "samples.parquet"))
-    col = next((c for c in ("stat_majflt", "memcg_total_pgmajfault", "memcg_pgmajfault") if c in s), None)
-    s = s[["t", col]].dropna() if col else s.iloc[:0]
+    samples = pd.read_parquet(os.path.join(run_dir, "samples.parquet"))
+    col = next((c for c in ("stat_majflt", "memcg_total_pgmajfault", "memcg_pgmajfault") if c in samples), None)
+    s = samples[["t", col]].dropna() if col else samples.iloc[:0]
     if len(s):
         t, v = s.t.to_numpy(float), s[col].to_numpy(np.int64)
         at = v[np.clip(np.searchsorted(t, edges[1:-1], side="right") - 1, 0, len(v) - 1)]
         out["major_faults"] = np.diff(np.concatenate([[v[0]], at, [v[-1]]]))
     else:
         out["major_faults"] = -1
+    # the LRU gauges from the memcg's memory.stat samples (v1 total_*: the cgroup and its children;
+    # v2 has only those), bytes; -1 in a phase without them (--memcg-interval 0 samples the ends)
+    for g, (_, fields) in GAUGES.items():
+        cols = [next((c for c in (f"memcg_total_{f}", f"memcg_{f}") if c in samples), None) for f in fields]
+        if None in cols:
+            out[g] = -1
+            continue
+        x = samples[["t"] + cols].dropna()
+        at = np.clip(np.searchsorted(edges, x.t.to_numpy(float), side="right") - 1, 0, len(PHASES) - 1)
+        out[g] = _medians(at, x[cols].sum(axis=1).to_numpy() // 4096)
 
     per_event(reclaim_scans(run_dir), {c: c for c in ("file_pages_scanned", "file_pages_scanned_busy",
                                                       "anon_pages_scanned")})
@@ -238,7 +273,7 @@ def table(runs, model) -> pd.DataFrame:
             continue
         pred = predicted(res)
         for ph in PHASES:
-            for c in COUNTERS:
+            for c in ROWS:
                 rows.append({"limit": label, "phase": ph, "counter": c, "predicted": int(pred.loc[ph, c]),
                              "measured": int(live.loc[ph, c]), "aligned": aligned})
     return pd.DataFrame(rows, columns=["limit", "phase", "counter", "predicted", "measured", "aligned"])
@@ -272,7 +307,7 @@ def markdown(df: pd.DataFrame) -> str:
                 f"mean |log((predicted + {SCORE_DAMP}) / (measured + {SCORE_DAMP}))| over the {n} cells "
                 f"where either reaches {SCORE_FLOOR}): **{err:.3f}**", ""]
     def cell(r, c, side):
-        v = r.loc[c, side]
+        v = r.loc[c, side] if c in r.index else -1         # a table from before the gauges
         if v < 0:
             return "n/a"
         if c != "read_bio_ns":
@@ -282,11 +317,11 @@ def markdown(df: pd.DataFrame) -> str:
 
     for label, g in df.groupby("limit", sort=False):
         out += [f"### {label} (aligned on {g.aligned.iloc[0]})", "",
-                "| phase | " + " | ".join(HEADERS.get(c, c.replace("_", " ")) for c in COUNTERS) + " |",
-                "|---|" + "---:|" * len(COUNTERS)]
+                "| phase | " + " | ".join(HEADERS.get(c, c.replace("_", " ")) for c in ROWS) + " |",
+                "|---|" + "---:|" * len(ROWS)]
         for ph in PHASES:
             r = g[g.phase == ph].set_index("counter")
             out.append(f"| {ph} | " + " | ".join(f"{cell(r, c, 'predicted')} / {cell(r, c, 'measured')}"
-                                                 for c in COUNTERS) + " |")
+                                                 for c in ROWS) + " |")
         out.append("")
     return "\n".join(out)

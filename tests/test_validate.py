@@ -131,6 +131,20 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     load = ph[ph.phase == "load"].set_index("counter")
     for side in ("predicted", "measured"):
         assert load.loc["read_bios", side] > 0 and load.loc["read_bio_ns", side] > 0, side
+    # the LRU gauges (memory.stat sampled every 10 ms live, the core's timeline predicted), the
+    # median over each phase: each list holds pages through the prompt and decode (the engine's
+    # anonymous memory; the model's folios the populate activated, folio_mark_accessed() per PTE),
+    # and what the memcg holds on a list is charged to it, so stays under its limit
+    # (try_charge_memcg() reclaims before usage passes memory.max); without
+    # pressure nothing is reclaimed (no shrink_lruvec()), so the decode's file lists hold every
+    # page of the model it read
+    lru = ph[ph.phase.isin(("prompt", "decode")) & ph.counter.isin(list(phases.GAUGES))]
+    limit_pages = rows.loc["peak_resident_bytes", "limit_bytes"] // V.PAGE
+    for side in ("predicted", "measured"):
+        assert ((lru[side] > 0) & (lru[side] <= limit_pages)).all(), side
+        if limit == "250%":
+            dec = lru[lru.phase == "decode"].set_index("counter")[side]
+            assert dec["active_file_pages"] + dec["inactive_file_pages"] >= 0.9 * os.path.getsize(path) // V.PAGE
     # pages added as order-0 folios are among those added; each load's include the model header's
     # first four (the readahead ramp starts at order 0: test_llama_load_folio_layout_matches_the_kernel)
     for side in ("predicted", "measured"):
@@ -238,6 +252,11 @@ def test_phases_partition_the_prediction(small_model):
     ph = phases.predicted(res)
     for c, col in phases.COUNTERS.items():
         assert ph[c].sum() == res.summary[col]
+    # the LRU gauges are the median of the timeline's lists over each phase's samples
+    tl = res.timeline
+    dec = tl[[phases._predicted_phase(str(n)) == "decode" for n in tl["phase"]]]
+    assert ph.loc["decode", "active_file_pages"] == int(dec["nr_active_file"].median())
+    assert ph.loc["decode", "anon_lru_pages"] == int((dec["nr_active_anon"] + dec["nr_inactive_anon"]).median())
     assert (ph["file_pages_added"][["load", "prompt", "decode"]] > 0).all()   # each phase reads weights
     assert phases._predicted_phase("#3 decode token 0") == "decode"
     assert phases._predicted_phase("#11 request 0 end") == "teardown"
