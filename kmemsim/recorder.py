@@ -235,12 +235,12 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
             "swappiness": swappiness, "drop_caches": drop_caches, "interval": interval,
             "memcg_interval": memcg_interval, "cwd": os.getcwd(),
             "started": time.time()}
-    rd.write_json("command.json", info)
     status = {"complete": False, "exit_code": None, "interrupted": False, "error": None}
     rec = cg = proc = zs = vm1 = None
     rusage = None
     with signals_interrupt(), contextlib.ExitStack() as stack:
         try:
+            rd.write_json("command.json", info)     # within: an interrupt from here on leaves a whole directory
             cg = MemCgroup.create(f"kmemsim-{os.getpid()}")
             stack.callback(cg.remove)
             if limit:
@@ -290,11 +290,13 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
                     stop_tree(proc, cg)
                     if status["exit_code"] is None:
                         status["exit_code"] = proc.returncode
+                env = lambda: rundir.environment(cg=cg, zram=zs, swappiness=swappiness, limit=limit)
                 try:
                     if rec is not None:
                         rec.stop()
-                        env = rundir.environment(cg=cg, zram=zs, swappiness=swappiness, limit=limit)
-                        rd.write_all(rec, status, cg=cg, rusage=rusage, env=env)
+                        rd.write_all(rec, status, cg=cg, rusage=rusage, env=env())
+                    elif record:        # interrupted or failed before the probes attached
+                        rd.write_none_recorded(status, env())
                     elif vm1 is None:
                         rd.write_json("summary.json", dict(status, lost_events=0, files={}))
                     else:               # unrecorded: what needs no probe (the machine's vmstat: it runs alone)
@@ -322,13 +324,13 @@ def record_pid(pid, out, duration=None, interval=INTERVAL_S, smaps_interval=5.0,
     memcg_stat = rundir.memcg_stat_of(pid)
     rd = rundir.RunDir.create(out)
     start_faults = proc_faults(pid)
-    rd.write_json("command.json", {"mode": "record", "pid": pid, "cmdline": rundir.cmdline(pid),
-                                   "duration": duration, "interval": interval, "memcg_interval": memcg_interval,
-                                   "started": time.time()})
     status = {"complete": False, "exit_code": None, "interrupted": False, "error": None}
     rec = None
     with signals_interrupt(), contextlib.ExitStack() as stack:
         try:
+            rd.write_json("command.json", {"mode": "record", "pid": pid, "cmdline": rundir.cmdline(pid),
+                                           "duration": duration, "interval": interval,
+                                           "memcg_interval": memcg_interval, "started": time.time()})
             rec = Recording(interval, memcg_stat, None, smaps_interval, memcg_interval)
             stack.callback(rec.close)
             rec.track(pid, seed_inodes=True)
@@ -361,7 +363,7 @@ def record_pid(pid, out, duration=None, interval=INTERVAL_S, smaps_interval=5.0,
                             faults = (now[0] - start_faults[0], now[1] - start_faults[1])
                         rd.write_all(rec, status, faults=faults, env=rundir.environment(pid=pid), pid=pid)
                     else:
-                        rd.write_json("summary.json", dict(status, lost_events=0, files={}))
+                        rd.write_none_recorded(status, rundir.environment(pid=pid))
                 finally:
                     stack.close()
     return 130 if status["interrupted"] else 0

@@ -97,6 +97,16 @@ class RunDir:
         self.write_json("kernel.json", env)
         self.write_json("summary.json", summ)
 
+    def write_none_recorded(self, status, env=None):
+        """A recording that never started (interrupted or failed while the probes compiled or
+        attached): the files a recording has, with nothing in them, so the directory reads as any
+        other; summary.json last."""
+        import pandas as pd
+        self.write_frame("samples.parquet", pd.DataFrame({"t": []}))
+        atomic_write(self.p("events.parquet"), lambda tmp: tr.save(tr.TraceBuilder(source="kmemsim recorder").build(), tmp))
+        self.write_json("kernel.json", dict(env or {}))
+        self.write_json("summary.json", dict(status, lost_events=0, files={}))
+
 
 # ---------------------------------------------------------------------------------------------------
 # the trace: mappings from mmap syscalls and /proc/PID/maps snapshots; faults resolved onto them
