@@ -1011,8 +1011,9 @@ def write_outputs(df, out, runs, model):
 
 
 def plots(out, runs, model):
-    """Per limit: resident file and anon memory, and cumulative page-cache adds, predicted beside
-    measured, on the phase axis (kmemsim.phases.axis: start-up, load, prompt, decode, teardown, each
+    """Per limit: resident file and anon memory, cumulative page-cache adds, and the memcg's file
+    LRU lists (where the recorder sampled memory.stat through the run), predicted beside measured,
+    on the phase axis (kmemsim.phases.axis: start-up, load, prompt, decode, teardown, each
     stretched to one unit; the emulator's clock is the generator's placeholder, not seconds)."""
     import matplotlib
     matplotlib.use("Agg")
@@ -1022,7 +1023,7 @@ def plots(out, runs, model):
     os.makedirs(pdir, exist_ok=True)
     ino = os.stat(model).st_ino
     for label, (d, res, meas) in runs.items():
-        fig, ax = plt.subplots(1, 2, figsize=(12, 4))
+        fig, ax = plt.subplots(1, 3, figsize=(18, 4))
         s = pd.read_parquet(os.path.join(d, "run", "samples.parquet"))
         with open(os.path.join(d, "llama_result.json")) as f:
             starts, _ = phases.boundaries(os.path.join(d, "run"), json.load(f), model)
@@ -1050,6 +1051,16 @@ def plots(out, runs, model):
         ax[1].axhline(os.path.getsize(model) / 2**20, color="grey", lw=0.5, label="model size")
         ax[1].set_ylabel("MiB read into the page cache")
         ax[1].set_title("cumulative storage reads")
+        # the file LRU lists: whether the active list holds the workingset (docs/validation.md, item 7)
+        for lst, color in (("active", "C0"), ("inactive", "C1")):
+            col = next((c for c in (f"memcg_total_{lst}_file", f"memcg_{lst}_file") if c in s), None)
+            m = s[["t", col]].dropna() if col else s.iloc[:0]
+            if len(m) > 10:
+                ax[2].plot(phases.axis(m["t"], starts, s["t"].max()), m[col] / 2**20, color=color,
+                           label=f"{lst} file (measured)")
+            ax[2].plot(xp, tl[f"nr_{lst}_file"] * PAGE / 2**20, "--", color=color, label=f"{lst} file (predicted)")
+        ax[2].set_ylabel("MiB")
+        ax[2].set_title("file LRU lists (memcg)")
         for a in ax:
             a.set_xticks(np.arange(len(phases.PHASES)) + 0.5, phases.PHASES)
             for x in range(1, len(phases.PHASES)):
