@@ -12,11 +12,13 @@
  * The live records show it on this machine's disk: llama.cpp's populate of the model, one 16 MiB
  * window ahead, waits at every second window and not at the one between (at 120%, 34 waits of
  * 24-45 ms and 34 of 0.2 ms in each of four runs), where reads in submission order would make it
- * wait at each. The device's time is the furthest any thread's clock has taken it: a matmul
- * thread behind it (on its own clock, handle_range_threads()) submits at the device's time, after
- * the reads completed by then. A read a graph node's thread waits for is slowed by the bios
- * submitted while it waits. Without a storage time in the config (io_on 0), a read completes as
- * the readahead call returns (readahead.c unlocks the window itself).
+ * wait at each. Sharing gives the populate long and short waits in turn too, but its short ones
+ * are 5-14 ms: the disk also ends together two windows queued up to 12 ms apart, which sharing
+ * does not (docs/validation.md, item 7). The device's time is the furthest any thread's clock has
+ * taken it: a matmul thread behind it (on its own clock, handle_range_threads()) submits at the
+ * device's time, after the reads completed by then. A read a graph node's thread waits for is
+ * slowed by the bios submitted while it waits. Without a storage time in the config (io_on 0), a
+ * read completes as the readahead call returns (readahead.c unlocks the window itself).
  *
  * The clock is trace time (the compute) plus what the tasks waited for reads (io_delay). The
  * events at one trace time are one graph node that cfg.nr_threads threads share: while one waits
