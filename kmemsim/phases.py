@@ -85,9 +85,8 @@ def predicted(result) -> pd.DataFrame:
     for c, col in COUNTERS.items():        # what the trace did before its first phase mark
         out.loc["start-up", c] = int(result.summary.get(col, 0)) - int(out[c].sum())
     tl = result.timeline
-    ph = [PHASES.index(_predicted_phase(str(n))) if n else 0 for n in tl["phase"]]
     for g, (cols, _) in GAUGES.items():
-        out[g] = _medians(ph, tl[list(cols)].sum(axis=1))
+        out[g] = _medians(_timeline_phases(tl), tl[list(cols)].sum(axis=1))
     return out
 
 
@@ -121,9 +120,15 @@ def axis(t, starts, end):
     return i + np.clip((t - edges[i]) / np.maximum(edges[i + 1] - edges[i], 1), 0, 1)
 
 
+def _timeline_phases(timeline) -> np.ndarray:
+    """Each emulator timeline row's reference phase, as its index in PHASES (the `phase` column
+    names the trace's mark; none before the first: start-up)."""
+    return np.array([PHASES.index(_predicted_phase(str(n))) if n else 0 for n in timeline["phase"]], int)
+
+
 def predicted_axis(timeline) -> np.ndarray:
-    """An emulator timeline's rows on the phase axis (its `phase` column names the trace's mark)."""
-    ph = np.array([PHASES.index(_predicted_phase(str(n))) if n else 0 for n in timeline["phase"]])
+    """An emulator timeline's rows on the phase axis."""
+    ph = _timeline_phases(timeline)
     t = timeline["t"].to_numpy(float)
     out = np.empty(len(t))
     for i in range(len(PHASES)):
@@ -132,6 +137,12 @@ def predicted_axis(timeline) -> np.ndarray:
             lo, hi = t[k].min(), t[k].max()
             out[k] = i + (t[k] - lo) / max(hi - lo, 1) * 0.999
     return out
+
+
+def memcg_stat(samples, field):
+    """The samples' column of a memory.stat field: v1's total_<field> (the cgroup and its children),
+    else <field> (v2 has only those); None where it was not sampled."""
+    return next((c for c in (f"memcg_total_{field}", f"memcg_{field}") if c in samples), None)
 
 
 def tracked(df: pd.DataFrame) -> pd.DataFrame:
@@ -173,7 +184,7 @@ def measured(run_dir, llama_result, model):
     # phase's start; runs recorded before it was sampled: the memcg's pgmajfault (v1 memory.stat
     # total_pgmajfault, v2 pgmajfault); -1 where the run has no such samples
     samples = pd.read_parquet(os.path.join(run_dir, "samples.parquet"))
-    col = next((c for c in ("stat_majflt", "memcg_total_pgmajfault", "memcg_pgmajfault") if c in samples), None)
+    col = "stat_majflt" if "stat_majflt" in samples else memcg_stat(samples, "pgmajfault")
     s = samples[["t", col]].dropna() if col else samples.iloc[:0]
     if len(s):
         t, v = s.t.to_numpy(float), s[col].to_numpy(np.int64)
@@ -181,10 +192,10 @@ def measured(run_dir, llama_result, model):
         out["major_faults"] = np.diff(np.concatenate([[v[0]], at, [v[-1]]]))
     else:
         out["major_faults"] = -1
-    # the LRU gauges from the memcg's memory.stat samples (v1 total_*: the cgroup and its children;
-    # v2 has only those), bytes; -1 in a phase without them (--memcg-interval 0 samples the ends)
+    # the LRU gauges from the memcg's memory.stat samples, bytes; -1 in a phase without them
+    # (--memcg-interval 0 samples the ends)
     for g, (_, fields) in GAUGES.items():
-        cols = [next((c for c in (f"memcg_total_{f}", f"memcg_{f}") if c in samples), None) for f in fields]
+        cols = [memcg_stat(samples, f) for f in fields]
         if None in cols:
             out[g] = -1
             continue

@@ -240,7 +240,7 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
     rusage = None
     with signals_interrupt(), contextlib.ExitStack() as stack:
         try:
-            rd.write_json("command.json", info)     # within: an interrupt from here on leaves a whole directory
+            rd.write_json("command.json", info)     # an interrupt from here on leaves a whole directory
             cg = MemCgroup.create(f"kmemsim-{os.getpid()}")
             stack.callback(cg.remove)
             if limit:

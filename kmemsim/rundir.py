@@ -103,7 +103,8 @@ class RunDir:
         other; summary.json last."""
         import pandas as pd
         self.write_frame("samples.parquet", pd.DataFrame({"t": []}))
-        atomic_write(self.p("events.parquet"), lambda tmp: tr.save(tr.TraceBuilder(source="kmemsim recorder").build(), tmp))
+        empty = tr.TraceBuilder(source="kmemsim recorder").build()
+        atomic_write(self.p("events.parquet"), lambda tmp: tr.save(empty, tmp))
         self.write_json("kernel.json", dict(env or {}))
         self.write_json("summary.json", dict(status, lost_events=0, files={}))
 

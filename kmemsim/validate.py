@@ -1053,12 +1053,13 @@ def plots(out, runs, model):
         ax[1].set_title("cumulative storage reads")
         # the file LRU lists: whether the active list holds the workingset (docs/validation.md, item 7)
         for lst, color in (("active", "C0"), ("inactive", "C1")):
-            col = next((c for c in (f"memcg_total_{lst}_file", f"memcg_{lst}_file") if c in s), None)
+            col = phases.memcg_stat(s, f"{lst}_file")
             m = s[["t", col]].dropna() if col else s.iloc[:0]
             if len(m) > 10:
                 ax[2].plot(phases.axis(m["t"], starts, s["t"].max()), m[col] / 2**20, color=color,
                            label=f"{lst} file (measured)")
-            ax[2].plot(xp, tl[f"nr_{lst}_file"] * PAGE / 2**20, "--", color=color, label=f"{lst} file (predicted)")
+            ax[2].plot(xp, tl[f"nr_{lst}_file"] * PAGE / 2**20, "--", color=color,
+                       label=f"{lst} file (predicted)")
         ax[2].set_ylabel("MiB")
         ax[2].set_title("file LRU lists (memcg)")
         for a in ax:

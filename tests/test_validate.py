@@ -135,16 +135,16 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     # median over each phase: each list holds pages through the prompt and decode (the engine's
     # anonymous memory; the model's folios the populate activated, folio_mark_accessed() per PTE),
     # and what the memcg holds on a list is charged to it, so stays under its limit
-    # (try_charge_memcg() reclaims before usage passes memory.max); without
-    # pressure nothing is reclaimed (no shrink_lruvec()), so the decode's file lists hold every
-    # page of the model it read
+    # (try_charge_memcg() reclaims before usage passes memory.max); without pressure nothing is
+    # reclaimed (no shrink_lruvec()), so the decode's file lists hold every page of the model read
     lru = ph[ph.phase.isin(("prompt", "decode")) & ph.counter.isin(list(phases.GAUGES))]
     limit_pages = rows.loc["peak_resident_bytes", "limit_bytes"] // V.PAGE
     for side in ("predicted", "measured"):
         assert ((lru[side] > 0) & (lru[side] <= limit_pages)).all(), side
         if limit == "250%":
             dec = lru[lru.phase == "decode"].set_index("counter")[side]
-            assert dec["active_file_pages"] + dec["inactive_file_pages"] >= 0.9 * os.path.getsize(path) // V.PAGE
+            model_pages = os.path.getsize(path) // V.PAGE
+            assert dec["active_file_pages"] + dec["inactive_file_pages"] >= 0.9 * model_pages, side
     # pages added as order-0 folios are among those added; each load's include the model header's
     # first four (the readahead ramp starts at order 0: test_llama_load_folio_layout_matches_the_kernel)
     for side in ("predicted", "measured"):
@@ -256,7 +256,8 @@ def test_phases_partition_the_prediction(small_model):
     tl = res.timeline
     dec = tl[[phases._predicted_phase(str(n)) == "decode" for n in tl["phase"]]]
     assert ph.loc["decode", "active_file_pages"] == int(dec["nr_active_file"].median())
-    assert ph.loc["decode", "anon_lru_pages"] == int((dec["nr_active_anon"] + dec["nr_inactive_anon"]).median())
+    anon = dec["nr_active_anon"] + dec["nr_inactive_anon"]
+    assert ph.loc["decode", "anon_lru_pages"] == int(anon.median())
     assert (ph["file_pages_added"][["load", "prompt", "decode"]] > 0).all()   # each phase reads weights
     assert phases._predicted_phase("#3 decode token 0") == "decode"
     assert phases._predicted_phase("#11 request 0 end") == "teardown"
