@@ -4,7 +4,9 @@
   turns) on a temp file of random data; without O_DIRECT (e.g. tmpfs), posix_fadvise(DONTNEED)
   then pread. Per-I/O latency = the 4 KiB time less its transfer at the best bandwidth seen; per
   size, the table keeps the bandwidth that reproduces the measured median time:
-  t(S) = latency + S / bandwidth(S).
+  t(S) = latency + S / bandwidth(S). Then the size readahead reads in, max_sectors_kb, as readahead
+  reads it: a cold file of random data mapped with MAP_POPULATE (readahead_bandwidth()); the
+  emulator's reads run at that size's bandwidth (device.task_costs).
 - zram: as root, a real zram device (hot_add, disksize, O_DIRECT writes = compress, reads =
   decompress, then hot_remove) for each algorithm the kernel offers; otherwise, and for algorithms
   the kernel lacks, the python lz4 / zstandard packages, one call per 4 KiB page as zram
@@ -43,16 +45,22 @@ def _aligned(n):
     return mmap.mmap(-1, n)
 
 
+def _random_file(d, file_mb, seed):
+    """A temp file of file_mb MiB of random data in d, on the disk (fsync'd); its path."""
+    fd, path = tempfile.mkstemp(dir=d, prefix=".kmemsim-profile-")
+    chunk = np.random.default_rng(seed).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+    with os.fdopen(fd, "wb") as f:
+        for i in range(file_mb):
+            f.write(chunk[i % 4096:] + chunk[:i % 4096])
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
 def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None, rounds=4) -> dict:
     d = dir or os.environ.get("TMPDIR") or "/var/tmp"
-    fd, path = tempfile.mkstemp(dir=d, prefix=".kmemsim-profile-")
+    path = _random_file(d, file_mb, 0)
     try:
-        chunk = np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
-        with os.fdopen(fd, "wb") as f:
-            for i in range(file_mb):
-                f.write(chunk[i % 4096:] + chunk[:i % 4096])
-            f.flush()
-            os.fsync(f.fileno())
         size = file_mb << 20
         method = "O_DIRECT pread, queue depth 1"
         try:
@@ -106,8 +114,47 @@ def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None, rounds=4
     # per-I/O latency: the 4 KiB time less its transfer at the best bandwidth seen at any size
     a = float(max(0.0, t[0] - S[0] / float((S / t).max())))
     bw = S / np.maximum(t - a, 1e-9)
-    return {"method": method, "dir": d, "io_kb": IO_KB, "measured_us": [round(x * 1e6, 2) for x in t],
-            "latency_us": [round(a * 1e6, 2)] * len(IO_KB), "bandwidth_gbps": [round(x / 1e9, 4) for x in bw]}
+    out = {"method": method, "dir": d, "io_kb": list(IO_KB), "measured_us": [round(x * 1e6, 2) for x in t],
+           "latency_us": [round(a * 1e6, 2)] * len(IO_KB), "bandwidth_gbps": [round(x / 1e9, 4) for x in bw]}
+    ra = out["readahead"] = readahead_bandwidth(d, file_mb, rounds)
+    max_kb = _read_ahead_kb(d)[1]
+    if ra and max_kb > IO_KB[-1]:        # the requests only readahead issues: max_sectors_kb
+        out["io_kb"].append(max_kb)
+        out["latency_us"].append(out["latency_us"][0])
+        out["bandwidth_gbps"].append(round(ra["gbps"], 4))
+    return out
+
+
+def readahead_bandwidth(d, file_mb, rounds=4) -> dict | None:
+    """The storage as the kernel's readahead reads it: a cold file of random data mapped with
+    MAP_POPULATE, as llama.cpp loads a model. Its large folios go out as max_sectors_kb requests,
+    which O_DIRECT from a user buffer does not issue (its bios are cut at the buffer's pages: 1-1.6
+    MiB requests on virtio here, and slower). The file's pages are dropped first
+    (POSIX_FADV_DONTNEED); the median of `rounds` (the first round can pay the guest's first touch
+    of the memory). The readahead ramp's first windows are small: 256 MiB (the profile's file)
+    keeps them a small part, where 32 MiB reads at half the rate here. None where the file cannot
+    be dropped or mapped."""
+    path = _random_file(d, file_mb, 2)
+    size = file_mb << 20
+    try:
+        ts = []
+        for _ in range(rounds):
+            rfd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(rfd, 0, 0, os.POSIX_FADV_DONTNEED)
+                t0 = time.perf_counter()
+                m = mmap.mmap(rfd, size, mmap.MAP_SHARED | mmap.MAP_POPULATE, mmap.PROT_READ)
+                ts.append(time.perf_counter() - t0)
+                m.close()
+            finally:
+                os.close(rfd)
+    except (OSError, ValueError):
+        return None
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    t = float(np.median(ts))
+    return {"gbps": size / t / 1e9, "seconds": [round(x, 4) for x in ts], "file_mb": file_mb}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -331,8 +378,9 @@ def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, pa
 # 2 since session 15, which times reclaim unrecorded (its recorded time was 2-7 times as long); 3
 # since the recorder drains ring buffers in bulk (session 16), which changed the recorded costs; 5
 # since the reclaim costs are the median of three benchmark runs and the storage sizes take turns
-# (session 20; 4 was branch reclaim-call-cost's).
-METHOD = 5
+# (session 20; 4 was branch reclaim-call-cost's); 6 since the storage table ends with readahead's
+# max_sectors_kb requests, a cold file's MAP_POPULATE (session 23).
+METHOD = 6
 
 RECLAIM_FILE = textwrap.dedent("""
     import mmap, os, sys
@@ -525,6 +573,10 @@ def to_toml(m: dict) -> str:
     dec = ", ".join(f"{key(a)} = {r['decompress_gbps']:.3f}" for a, r in zr.items())
     zlines = "\n".join(f"#   {a}: {r['method']}; ratio {r['ratio']:.2f}" for a, r in zr.items())
     comp_txt = compute_toml(cp)
+    r = st.get("readahead")
+    ra_note = (f"\n# The last size, {st['io_kb'][-1]} KiB (max_sectors_kb), is readahead's: a cold "
+               f"{r['file_mb']} MiB file mapped with\n# MAP_POPULATE, median of "
+               f"{', '.join(f'{x:g}' for x in r['seconds'])} s" if r and st["io_kb"][-1] > IO_KB[-1] else "")
     rc = m.get("reclaim")
     if rc:
         how = ("the memory stall (PSI) of the benchmark run again unrecorded; recorded, "
@@ -571,7 +623,7 @@ exec_folio_order = {exec_order}    # 6.17+: exec faults read forward within the 
 # {st['method']} on a temp file of random data in {st['dir']}; median per size (the sizes in turns):
 # measured_us = {q(st['measured_us'])}
 # t(S) = latency + S / bandwidth(S): latency = the 4 KiB time less its transfer at the best bandwidth
-# seen; bandwidth(S) reproduces the measured median time at each size.
+# seen; bandwidth(S) reproduces the measured median time at each size.{ra_note}
 io_kb = {q(st['io_kb'])}
 latency_us = {q(st['latency_us'])}
 bandwidth_gbps = {q(st['bandwidth_gbps'])}

@@ -230,6 +230,16 @@ def test_profile_fits_llama_cpp_speed_on_the_counts_the_generator_uses(tmp_path)
 def test_profile_measures_storage_and_compression_quickly(tmp_path):
     st = profile.storage(str(tmp_path), file_mb=8, seconds_per_size=0.02)
     assert len(st["bandwidth_gbps"]) == len(st["io_kb"]) and min(st["bandwidth_gbps"]) > 0
+    # the table ends with the requests readahead issues (max_sectors_kb, a cold file's MAP_POPULATE),
+    # and the emulator reads at that size's bandwidth (read_pages() submits readahead's bios)
+    max_kb = profile._read_ahead_kb(str(tmp_path))[1]
+    if st["readahead"] and max_kb > profile.IO_KB[-1]:
+        assert st["io_kb"][-1] == max_kb and st["bandwidth_gbps"][-1] == round(st["readahead"]["gbps"], 4)
+        d = device.parse({**RAW, "storage": {k: st[k] for k in ("io_kb", "latency_us", "bandwidth_gbps")},
+                          "kernel": {"max_sectors_kb": max_kb}}, "m.toml")
+        assert d.task_costs("lz4:1G")["io_read_gbps"] == pytest.approx(st["readahead"]["gbps"], rel=1e-3)
+    else:
+        assert st["io_kb"] == profile.IO_KB
     z = profile.zram_python("lz4", profile.sample_pages(64))
     assert z["compress_gbps"] > 0 and z["decompress_gbps"] > 0 and z["ratio"] > 1.0
     m = {"storage": st, "zram": {"lz4": z}, "compute": None}
