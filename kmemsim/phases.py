@@ -87,8 +87,9 @@ def predicted(result) -> pd.DataFrame:
     for c, col in COUNTERS.items():        # what the trace did before its first phase mark
         out.loc["start-up", c] = int(result.summary.get(col, 0)) - int(out[c].sum())
     tl = result.timeline
+    ph = _timeline_phases(tl)
     for g, (cols, _) in GAUGES.items():
-        out[g] = _medians(_timeline_phases(tl), tl[list(cols)].sum(axis=1))
+        out[g] = _medians(ph, tl[list(cols)].sum(axis=1))
     return out
 
 

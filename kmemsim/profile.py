@@ -45,22 +45,16 @@ def _aligned(n):
     return mmap.mmap(-1, n)
 
 
-def _random_file(d, file_mb, seed):
-    """A temp file of file_mb MiB of random data in d, on the disk (fsync'd); its path."""
-    fd, path = tempfile.mkstemp(dir=d, prefix=".kmemsim-profile-")
-    chunk = np.random.default_rng(seed).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
-    with os.fdopen(fd, "wb") as f:
-        for i in range(file_mb):
-            f.write(chunk[i % 4096:] + chunk[:i % 4096])
-        f.flush()
-        os.fsync(f.fileno())
-    return path
-
-
 def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None, rounds=4) -> dict:
     d = dir or os.environ.get("TMPDIR") or "/var/tmp"
-    path = _random_file(d, file_mb, 0)
+    fd, path = tempfile.mkstemp(dir=d, prefix=".kmemsim-profile-")
     try:
+        chunk = np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+        with os.fdopen(fd, "wb") as f:
+            for i in range(file_mb):
+                f.write(chunk[i % 4096:] + chunk[:i % 4096])
+            f.flush()
+            os.fsync(f.fileno())
         size = file_mb << 20
         method = "O_DIRECT pread, queue depth 1"
         try:
@@ -106,6 +100,7 @@ def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None, rounds=4
                 progress("storage: " + ", ".join(f"{kb} KiB {t * 1e6:.0f} us" for kb, t in zip(IO_KB, times)))
         finally:
             os.close(rfd)
+        ra = readahead_bandwidth(path, file_mb, rounds)      # the same file, dropped again
     finally:
         if os.path.exists(path):
             os.unlink(path)
@@ -116,7 +111,7 @@ def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None, rounds=4
     bw = S / np.maximum(t - a, 1e-9)
     out = {"method": method, "dir": d, "io_kb": list(IO_KB), "measured_us": [round(x * 1e6, 2) for x in t],
            "latency_us": [round(a * 1e6, 2)] * len(IO_KB), "bandwidth_gbps": [round(x / 1e9, 4) for x in bw]}
-    ra = out["readahead"] = readahead_bandwidth(d, file_mb, rounds)
+    out["readahead"] = ra
     max_kb = _read_ahead_kb(d)[1]
     if ra and max_kb > IO_KB[-1]:        # the requests only readahead issues: max_sectors_kb
         out["io_kb"].append(max_kb)
@@ -125,19 +120,18 @@ def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None, rounds=4
     return out
 
 
-def readahead_bandwidth(d, file_mb, rounds=4) -> dict | None:
-    """The storage as the kernel's readahead reads it: a cold file of random data mapped with
-    MAP_POPULATE, as llama.cpp loads a model. Its large folios go out as max_sectors_kb requests,
+def readahead_bandwidth(path, file_mb, rounds=4) -> dict | None:
+    """The storage as the kernel's readahead reads it: storage()'s file of random data mapped
+    with MAP_POPULATE, as llama.cpp loads a model. Its large folios go out as max_sectors_kb requests,
     which O_DIRECT from a user buffer does not issue (its bios are cut at the buffer's pages: 1-1.6
     MiB requests on virtio here, and slower). The file's pages are dropped first
     (POSIX_FADV_DONTNEED); the median of `rounds` (the first round can pay the guest's first touch
     of the memory). The readahead ramp's first windows are small: 256 MiB (the profile's file)
     keeps them a small part, where 32 MiB reads at half the rate here. None where the file cannot
     be dropped or mapped."""
-    path = _random_file(d, file_mb, 2)
     size = file_mb << 20
+    ts = []
     try:
-        ts = []
         for _ in range(rounds):
             rfd = os.open(path, os.O_RDONLY)
             try:
@@ -150,9 +144,6 @@ def readahead_bandwidth(d, file_mb, rounds=4) -> dict | None:
                 os.close(rfd)
     except (OSError, ValueError):
         return None
-    finally:
-        if os.path.exists(path):
-            os.unlink(path)
     t = float(np.median(ts))
     return {"gbps": size / t / 1e9, "seconds": [round(x, 4) for x in ts], "file_mb": file_mb}
 
