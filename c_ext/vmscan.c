@@ -153,6 +153,13 @@ static void try_to_unmap(struct km_emu *e, folio_id id)
     f->mapcount = 0;
 }
 
+/* The task's own reclaim takes ns of its time (kswapd's is nobody's): on its clock, and counted. */
+static void reclaim_time(struct km_emu *e, int64_t ns)
+{
+    task_time(e, ns);
+    count(e, VM_stall_reclaim_ns, ns);
+}
+
 /* Reclaim one isolated folio that is to go: unmap, swap out (anon), remove, free. Returns 1 if freed. */
 int folio_evict(struct km_emu *e, folio_id id)
 {
@@ -171,7 +178,7 @@ int folio_evict(struct km_emu *e, folio_id id)
             count(e, VM_pgpgout, 1);
             if (e->in_sync_reclaim) {                    /* compressed while waiting */
                 count(e, VM_stall_reclaim_swapout, 1);
-                task_time(e, e->cfg.swapout_ns);
+                reclaim_time(e, e->cfg.swapout_ns);
             }
         }
     }
@@ -186,7 +193,7 @@ int folio_evict(struct km_emu *e, folio_id id)
         filemap_remove_folio(e, id, shadow);
         if (e->in_sync_reclaim) {                        /* the reclaimer's own time */
             count(e, VM_stall_reclaim_file_folios, 1);
-            task_time(e, e->cfg.file_folio_ns);
+            reclaim_time(e, e->cfg.file_folio_ns);
         }
     }
     folio_free(e, id);
@@ -276,7 +283,8 @@ static int64_t shrink_inactive_list(struct km_emu *e, int64_t nr_to_scan, struct
     count(e, scan_item[sc->who], nr_scanned);
     if (sc->who != RECLAIM_KSWAPD) {
         count(e, VM_stall_reclaim_scanned, nr_scanned);
-        task_time(e, nr_scanned * e->cfg.scan_ns);
+        count(e, VM_stall_reclaim_lists, 1);
+        reclaim_time(e, nr_scanned * e->cfg.scan_ns);
     }
     count(e, file ? VM_pgscan_file : VM_pgscan_anon, nr_scanned);
     sc->nr_scanned += nr_scanned;

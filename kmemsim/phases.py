@@ -16,7 +16,8 @@ file the run touched), major faults, pages swapped out and in, and of those swap
 cache's (the kernel counts no buffer's swap-ins: live, the faults on the KV buffer's mapping at
 pages that had faulted before since it was mapped; kv_swap_faults()), and reclaim's work: the
 file and anonymous pages shrink_inactive_list() scanned, and of the file ones those it put back
-busy (reclaim_scans()), and the storage's: the read bios ended and their time from submit_bio() to
+busy, its calls (reclaim_scans()), and the time the tasks' own reclaim took (reclaim_calls(); the
+prediction's is what its reclaim charged the task's clock), and the storage's: the read bios ended and their time from submit_bio() to
 the end, summed (read_bios(); the tables show the mean).
 
 Gauges (pages, the median over the phase, outside the score): the memcg's LRU lists, active file,
@@ -45,6 +46,8 @@ COUNTERS = {                # name: predicted per-phase column (kmemsim.emulator
     "anon_pages_scanned": "pgscan_anon",
     "read_bios": "bio_reads",
     "read_bio_ns": "bio_read_ns",
+    "reclaim_lists": "stall_reclaim_lists",
+    "reclaim_ns": "stall_reclaim_ns",
 }
 # name: (the emulator timeline's columns, the memory.stat fields; each side's sum)
 GAUGES = {
@@ -54,6 +57,7 @@ GAUGES = {
 }
 ROWS = list(COUNTERS) + list(GAUGES)
 HEADERS = {"read_bio_ns": "read bio ms (mean)",     # the tables show read_bio_ns per bio
+           "reclaim_ns": "reclaim ms",
            **{g: g.replace("_pages", "").replace("_", " ") + " (median)" for g in GAUGES}}
 
 
@@ -206,8 +210,9 @@ def measured(run_dir, llama_result, model):
         at = np.clip(np.searchsorted(edges, x.t.to_numpy(float), side="right") - 1, 0, len(PHASES) - 1)
         out[g] = _medians(at, x[cols].sum(axis=1).to_numpy() // 4096)
 
-    per_event(reclaim_scans(run_dir), {c: c for c in ("file_pages_scanned", "file_pages_scanned_busy",
-                                                      "anon_pages_scanned")})
+    per_event(reclaim_scans(run_dir), {"reclaim_lists": None, **{c: c for c in (
+        "file_pages_scanned", "file_pages_scanned_busy", "anon_pages_scanned")}})
+    per_event(reclaim_calls(run_dir), {"reclaim_ns": "ns"})
     per_event(read_bios(run_dir), {"read_bios": None, "read_bio_ns": "ns"})
     kv = kv_swap_faults(run_dir, llama_result, starts[0])
     per_event(None if kv is None else pd.DataFrame({"t": kv}), {"kv_swap_in_pages": None})
@@ -232,6 +237,18 @@ def reclaim_scans(run_dir):
     return pd.DataFrame({"t": v["t"].to_numpy(), "file_pages_scanned": np.where(file, a, 0),
                          "file_pages_scanned_busy": np.where(file, busy, 0),
                          "anon_pages_scanned": np.where(file, 0, a)})
+
+
+def reclaim_calls(run_dir):
+    """The live run's memcg and direct reclaim calls (mm_vmscan_memcg_reclaim_begin/end,
+    mm_vmscan_direct_reclaim_begin/end, one record per call at its end): time, and its duration,
+    the reclaiming task's own time. None without vmscan records."""
+    p = os.path.join(run_dir, "raw", "vmscan.parquet")
+    if not os.path.exists(p):
+        return None
+    v = pd.read_parquet(p, columns=["t", "kind", "a"])
+    v = v[v["kind"].isin(("memcg_reclaim", "direct_reclaim"))]
+    return pd.DataFrame({"t": v["t"].to_numpy(), "ns": v["a"].to_numpy().astype(np.int64)})
 
 
 def read_bios(run_dir):
@@ -324,6 +341,8 @@ def markdown(df: pd.DataFrame) -> str:
         v = r.loc[c, side] if c in r.index else -1         # a table from before the gauges
         if v < 0:
             return "n/a"
+        if c == "reclaim_ns":
+            return f"{v / 1e6:,.0f}"
         if c != "read_bio_ns":
             return f"{v:,}"
         n = r.loc["read_bios", side]

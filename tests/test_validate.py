@@ -126,6 +126,12 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
         assert run["file_pages_scanned"] >= run["file_pages_deleted"], side
         assert 0 <= run["file_pages_scanned_busy"] <= run["file_pages_scanned"], side
         assert run["anon_pages_scanned"] >= 0, side
+        # its calls (live the same records, predicted the core's) and its time (live the memcg
+        # reclaim calls' begin to end, predicted what the core's reclaim charged the task's clock):
+        # shrink_inactive_list() returns before its tracepoint when it isolated nothing, so each
+        # call scanned a page at least; dropping a folio takes time (__remove_mapping())
+        assert 0 <= run["reclaim_lists"] <= run["file_pages_scanned"] + run["anon_pages_scanned"], side
+        assert (run["reclaim_ns"] > 0) == (run["file_pages_deleted"] > 0), side
     # the read bios (readio live, bio.c's ends predicted): the run reads the model, so bios end in
     # the load on both sides, each taking time from submit_bio() to its end
     load = ph[ph.phase == "load"].set_index("counter")
