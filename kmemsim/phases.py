@@ -16,9 +16,9 @@ file the run touched), major faults, pages swapped out and in, and of those swap
 cache's (the kernel counts no buffer's swap-ins: live, the faults on the KV buffer's mapping at
 pages that had faulted before since it was mapped; kv_swap_faults()), and reclaim's work: the
 file and anonymous pages shrink_inactive_list() scanned, and of the file ones those it put back
-busy, its calls (reclaim_scans()), and the time the tasks' own reclaim took (reclaim_calls(); the
-prediction's is what its reclaim charged the task's clock), and the storage's: the read bios ended and their time from submit_bio() to
-the end, summed (read_bios(); the tables show the mean).
+busy, and its calls (reclaim_scans()), and the time the tasks' own reclaim took (reclaim_calls();
+the prediction's is what its reclaim charged the task's clock), and the storage's: the read bios
+ended and their time from submit_bio() to the end, summed (read_bios(); the tables show the mean).
 
 Gauges (pages, the median over the phase, outside the score): the memcg's LRU lists, active file,
 inactive file and anonymous (both lists), live from the recorder's memory.stat samples and predicted
@@ -219,17 +219,24 @@ def measured(run_dir, llama_result, model):
     return out, aligned
 
 
+def _vmscan(run_dir, kinds, columns):
+    """The live run's vmscan records of the given kinds (columns as named), or None without them."""
+    p = os.path.join(run_dir, "raw", "vmscan.parquet")
+    if not os.path.exists(p):
+        return None
+    v = pd.read_parquet(p, columns=columns)
+    return v[v["kind"].isin(kinds)]
+
+
 def reclaim_scans(run_dir):
     """The live run's shrink_inactive_list() calls (mm_vmscan_lru_shrink_inactive): time, file and
     anonymous pages scanned, and file pages put back busy, i.e. the rest of what was scanned after
     reclaimed, activated and kept by reference (locked under read, or held by another reference; a
     read-only mapping has no dirty or writeback pages; shrink_folio_list() activates what it failed
     to unmap, so nr_unmap_fail is within nr_activate). None without vmscan records."""
-    p = os.path.join(run_dir, "raw", "vmscan.parquet")
-    if not os.path.exists(p):
+    v = _vmscan(run_dir, ("shrink_inactive",), ["t", "kind", "a", "b", "e", "f", "flags"])
+    if v is None:
         return None
-    v = pd.read_parquet(p, columns=["t", "kind", "a", "b", "e", "f", "flags"])
-    v = v[v["kind"] == "shrink_inactive"]
     a, b, e, f = (v[c].to_numpy().astype(np.int64) for c in "abef")
     low, high = lambda x: x & 0xFFFFFFFF, lambda x: x >> 32         # the probe packs two counts a field
     file = (v["flags"].to_numpy().astype(np.int64) & 2) != 0        # RECLAIM_WB_FILE
@@ -243,11 +250,9 @@ def reclaim_calls(run_dir):
     """The live run's memcg and direct reclaim calls (mm_vmscan_memcg_reclaim_begin/end,
     mm_vmscan_direct_reclaim_begin/end, one record per call at its end): time, and its duration,
     the reclaiming task's own time. None without vmscan records."""
-    p = os.path.join(run_dir, "raw", "vmscan.parquet")
-    if not os.path.exists(p):
+    v = _vmscan(run_dir, ("memcg_reclaim", "direct_reclaim"), ["t", "kind", "a"])
+    if v is None:
         return None
-    v = pd.read_parquet(p, columns=["t", "kind", "a"])
-    v = v[v["kind"].isin(("memcg_reclaim", "direct_reclaim"))]
     return pd.DataFrame({"t": v["t"].to_numpy(), "ns": v["a"].to_numpy().astype(np.int64)})
 
 
