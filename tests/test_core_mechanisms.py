@@ -956,3 +956,19 @@ def test_a_thread_faults_only_once_it_has_computed_the_rows_before():
     one, two = run(0), run(8)
     assert one["pgmajfault"] == 4 + 1                    # the four mapped pages, then page 100
     assert two["pgmajfault"] == one["pgmajfault"]
+
+
+def test_reclaim_goes_in_batches_and_charges_the_task_per_folio():
+    # shrink_lruvec() hands shrink_inactive_list() at most SWAP_CLUSTER_MAX (32) pages a call, and
+    # isolate_lru_folios() takes order-0 folios one page each; the memcg's reclaim at each charge
+    # (try_to_free_mem_cgroup_pages(), nr_to_reclaim = max(nr_pages, SWAP_CLUSTER_MAX)) makes a
+    # list call at least. The task pays for each folio its own reclaim drops (file_folio_us), and
+    # stall_reclaim_ns is what that put on its clock.
+    tr = T(file_pages=4096)
+    m = tr.mmap(4096)
+    tr.read(m, 0, 4096)
+    s = tr.run(memcg_limit=256 * 4096, file_folio_us=2.0).summary
+    assert s["pgsteal_file"] >= 4096 - 256 and s["stall_reclaim_file_folios"] == s["pgsteal_file"]
+    assert s["pgscan_file"] <= 32 * s["stall_reclaim_lists"]
+    assert s["stall_reclaim_lists"] >= s["reclaim_runs"] > 0
+    assert s["stall_reclaim_ns"] == 2000 * s["stall_reclaim_file_folios"]
