@@ -194,14 +194,37 @@ def stop_tree(proc, cg, grace=3.0):
         time.sleep(0.02)
 
 
-def set_sysctl(stack, name, value):
-    """Write /proc/sys/<name> and register the old value's restoration."""
-    path = "/proc/sys/" + name.replace(".", "/")
+def set_knob(stack, path, value):
+    """Write a /proc/sys or /sys file and register the old value's restoration."""
     with open(path) as f:
         old = f.read().strip()
     stack.callback(lambda: open(path, "w").write(old))
     with open(path, "w") as f:
         f.write(str(value))
+
+
+def set_sysctl(stack, name, value):
+    """Write /proc/sys/<name> and register the old value's restoration."""
+    set_knob(stack, "/proc/sys/" + name.replace(".", "/"), value)
+
+
+# A VM whose balloon reports free memory to its host (virtio-balloon free page reporting) gives the
+# host the pages a run frees (drop_caches, reclaim), and the run's next use of them waits for the
+# host's faults: the reference run's model load read at half the disk's speed after the first few
+# hundred MiB (docs/validation.md, "Readahead's storage speed"). That is the hypervisor's doing, not
+# the guest kernel's memory management. Where the reporting waits for a page to stay free a minimum
+# time (this project's VMs: rundir.PAGE_REPORTING_MIN_FREE), a run holds that time at the longest
+# the kernel takes.
+PAGE_REPORTING_HOLD_MS = 60000
+
+
+def hold_page_reporting(stack):
+    """Defer the VM's free page reporting for the run (restored after); the value set, or None
+    where the machine has no such setting."""
+    if not os.path.exists(rundir.PAGE_REPORTING_MIN_FREE):
+        return None
+    set_knob(stack, rundir.PAGE_REPORTING_MIN_FREE, PAGE_REPORTING_HOLD_MS)
+    return PAGE_REPORTING_HOLD_MS
 
 
 def check_periods(interval, memcg_interval):
@@ -252,6 +275,7 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
                     set_sysctl(stack, "vm.swappiness", swappiness)
             if zram_spec:
                 zs = stack.enter_context(ZramSwap(*zram_spec))
+            hold_page_reporting(stack)
             if drop_caches:
                 os.sync()
                 with open("/proc/sys/vm/drop_caches", "w") as f:

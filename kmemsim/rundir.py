@@ -389,6 +389,11 @@ def lru_mode():
         return {"mode": "classic", "source": "no /sys/kernel/mm/lru_gen"}
 
 
+# A VM's free page reporting (virtio-balloon): the minimum time a page stays free before it is
+# reported to the host, where the machine's kernel has that setting (this project's VMs)
+PAGE_REPORTING_MIN_FREE = "/sys/module/page_reporting/parameters/min_free_ms"
+
+
 def environment(cg=None, zram=None, swappiness=None, limit=None, pid=None):
     u = platform.uname()
     sysctl = lambda n: read_text("/proc/sys/vm/" + n)
@@ -402,6 +407,10 @@ def environment(cg=None, zram=None, swappiness=None, limit=None, pid=None):
         "thp_enabled": read_text("/sys/kernel/mm/transparent_hugepage/enabled"),
         "mem_total_kb": read_kv("/proc/meminfo").get("MemTotal"),
         "swaps": [line.split() for line in (read_text("/proc/swaps") or "").splitlines()[1:]],
+        # a VM's free page reporting: how long a page stays free before the host takes it back
+        # (kmemsim.recorder.hold_page_reporting); None where the machine has no such setting
+        "page_reporting_min_free_ms": int(read_text(PAGE_REPORTING_MIN_FREE) or 0)
+        if os.path.exists(PAGE_REPORTING_MIN_FREE) else None,
     }
     if cg is not None:
         env["cgroup"] = {"version": cg.version, "path": cg.path}

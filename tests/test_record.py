@@ -5,6 +5,7 @@ __filemap_add_folio / __filemap_remove_folio), counted by an independent bpftrac
 memcg's workingset_refault_file (workingset_refault()); the read bios (block:block_bio_queue to
 block:block_rq_complete) against the pages added; swap-out through block:block_bio_queue vs
 zram's own block stat (zram_submit_bio accounting) and vmstat pswpout (swap_writepage's count_vm_events)."""
+import json
 import os
 import shutil
 import signal
@@ -221,3 +222,24 @@ def test_memory_stat_read_at_the_start_and_end_only(tmp_path):
     assert sm["swap_out_pages"] > 16384                     # 128 MiB written in 64 MiB
     if "memcg_kmem_usage_in_bytes" in s:
         assert sm["kernel_memory_peak_bytes"] >= s["memcg_kmem_usage_in_bytes"].max() > 0
+
+
+def test_a_run_holds_the_vms_free_page_reporting(tmp_path):
+    # A VM's balloon with free page reporting (virtio-balloon VIRTIO_BALLOON_F_REPORTING) hands the
+    # host the pages a run frees, and their next use waits for the host: the reference run's load
+    # read at half the disk's speed (docs/validation.md). Where the machine has the reporting's
+    # minimum free time, the run holds it at PAGE_REPORTING_HOLD_MS (read by the command itself),
+    # its environment says so, and the setting is restored after (machine_restored).
+    from kmemsim.recorder import PAGE_REPORTING_HOLD_MS, run_command
+    from kmemsim.rundir import PAGE_REPORTING_MIN_FREE
+    out = tmp_path / "run"
+    seen = tmp_path / "seen"
+    rc = run_command(["/bin/sh", "-c", f"cat {PAGE_REPORTING_MIN_FREE} > {seen} 2>/dev/null; true"], str(out),
+                     mem_limit="64M")
+    assert rc == 0
+    env = json.loads((out / "kernel.json").read_text())
+    if os.path.exists(PAGE_REPORTING_MIN_FREE):
+        assert int(seen.read_text()) == PAGE_REPORTING_HOLD_MS
+        assert env["page_reporting_min_free_ms"] == PAGE_REPORTING_HOLD_MS
+    else:
+        assert seen.read_text() == "" and env["page_reporting_min_free_ms"] is None

@@ -28,7 +28,8 @@ def summary(rundir):
 
 
 def machine_state():
-    """Swaps, zram devices (with their size) and kmemsim cgroups: what a run may touch."""
+    """Swaps, zram devices (with their size), kmemsim cgroups, swappiness and the VM's free page
+    reporting delay: what a run may touch."""
     with open("/proc/swaps") as f:
         swaps = f.read()
     zram = {}
@@ -43,7 +44,10 @@ def machine_state():
             dirs[:] = []
     with open("/proc/sys/vm/swappiness") as f:
         swappiness = f.read()
-    return {"swaps": swaps, "zram": zram, "cgroups": sorted(cgroups), "swappiness": swappiness}
+    from kmemsim.rundir import PAGE_REPORTING_MIN_FREE
+    reporting = open(PAGE_REPORTING_MIN_FREE).read() if os.path.exists(PAGE_REPORTING_MIN_FREE) else None
+    return {"swaps": swaps, "zram": zram, "cgroups": sorted(cgroups), "swappiness": swappiness,
+            "page_reporting_min_free_ms": reporting}
 
 
 def within(a, b, rel):
@@ -52,7 +56,7 @@ def within(a, b, rel):
 
 @pytest.fixture(autouse=True)
 def machine_restored():
-    """After every live test, swaps, zram devices, cgroups and swappiness are as before."""
+    """After every live test, what machine_state() reads is as before."""
     before = machine_state()
     yield
     assert machine_state() == before
