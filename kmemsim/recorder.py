@@ -214,17 +214,15 @@ def set_sysctl(stack, name, value):
 # hundred MiB (docs/validation.md, "Readahead's storage speed"). That is the hypervisor's doing, not
 # the guest kernel's memory management. Where the reporting waits for a page to stay free a minimum
 # time (this project's VMs: rundir.PAGE_REPORTING_MIN_FREE), a run holds that time at the longest
-# the kernel takes.
-PAGE_REPORTING_HOLD_MS = 60000
+# their kernel accepts, 5 min: longer than any reference run.
+PAGE_REPORTING_HOLD_MS = 300000
 
 
 def hold_page_reporting(stack):
-    """Defer the VM's free page reporting for the run (restored after); the value set, or None
-    where the machine has no such setting."""
-    if not os.path.exists(rundir.PAGE_REPORTING_MIN_FREE):
-        return None
-    set_knob(stack, rundir.PAGE_REPORTING_MIN_FREE, PAGE_REPORTING_HOLD_MS)
-    return PAGE_REPORTING_HOLD_MS
+    """Defer the VM's free page reporting for the run (restored after), where the machine has
+    that setting."""
+    if os.path.exists(rundir.PAGE_REPORTING_MIN_FREE):
+        set_knob(stack, rundir.PAGE_REPORTING_MIN_FREE, PAGE_REPORTING_HOLD_MS)
 
 
 def check_periods(interval, memcg_interval):
