@@ -111,9 +111,11 @@ def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None, rounds=4
     bw = S / np.maximum(t - a, 1e-9)
     out = {"method": method, "dir": d, "io_kb": list(IO_KB), "measured_us": [round(x * 1e6, 2) for x in t],
            "latency_us": [round(a * 1e6, 2)] * len(IO_KB), "bandwidth_gbps": [round(x / 1e9, 4) for x in bw]}
-    out["readahead"] = ra
     max_kb = _read_ahead_kb(d)[1]
-    if ra and max_kb > IO_KB[-1]:        # the requests only readahead issues: max_sectors_kb
+    # the requests only readahead issues, max_sectors_kb: "readahead" is the point in the table
+    # (None where there is none, e.g. no block queue)
+    out["readahead"] = ra if ra and max_kb > IO_KB[-1] else None
+    if out["readahead"]:
         out["io_kb"].append(max_kb)
         out["latency_us"].append(out["latency_us"][0])
         out["bandwidth_gbps"].append(round(ra["gbps"], 4))
@@ -567,7 +569,7 @@ def to_toml(m: dict) -> str:
     r = st.get("readahead")
     ra_note = (f"\n# The last size, {st['io_kb'][-1]} KiB (max_sectors_kb), is readahead's: a cold "
                f"{r['file_mb']} MiB file mapped with\n# MAP_POPULATE, median of "
-               f"{', '.join(f'{x:g}' for x in r['seconds'])} s" if r and st["io_kb"][-1] > IO_KB[-1] else "")
+               f"{', '.join(f'{x:g}' for x in r['seconds'])} s" if r else "")
     rc = m.get("reclaim")
     if rc:
         how = ("the memory stall (PSI) of the benchmark run again unrecorded; recorded, "

@@ -428,8 +428,8 @@ def test_file_cycle_beside_a_hot_heap_matches_the_kernel(tmp_path):
     s = recorded_run(DECODE, run, [path, 0, HOT_FILE, HOT_PASSES, HOT_HEAP_PAGES, 1, out], HOT_LIMIT, HOT_ZRAM)
     live_added, live = s["files"][str(path)]["pages_added"], s["vmstat_delta"]
     interp = measured_interpreter(str(run), path, out)
-    period = 1e3 * INTERVAL_S
-    runs = [emulated_hot_heap(read_ahead_kb(str(path)), interp, period, k * period / 5) for k in range(5)]
+    period, ra_kb = 1e3 * INTERVAL_S, read_ahead_kb(str(path))
+    runs = [emulated_hot_heap(ra_kb, interp, period, k * period / 5) for k in range(5)]
     emu_added = float(np.median([a for a, _ in runs]))
     assert abs(emu_added - live_added) <= 0.05 * live_added, (emu_added, live_added)
     assert live["workingset_activate_file"] >= 0.85 * live["workingset_refault_file"], live
