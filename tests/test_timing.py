@@ -267,10 +267,14 @@ def test_profile_measures_what_reclaim_costs(tmp_path):
     assert r["file_folios"] <= r["file_pages"]
     assert r["swapped_pages"] >= 2 * r["limit"] // 4096 and r["swap_page_us"] > 0
     # the time is the unrecorded run's memory stall (PSI: psi_memstall_enter() around
-    # try_to_free_mem_cgroup_pages()): the recorder's probes only add work inside reclaim
+    # try_to_free_mem_cgroup_pages() in try_charge_memcg()), which a run that reclaims has. It is
+    # another run than the recorded one, and the two need not do the same work: on session 25's
+    # machine the same file benchmark made 703-2,022 memcg reclaim calls in four unrecorded runs,
+    # and the unrecorded stall exceeded the recorded run's reclaim time in one round of nine and in
+    # one CI run (docs/validation.md, "Unobserved times"), so the two runs are not compared here
     if os.path.exists("/proc/pressure/memory"):
         assert r["time"] == "psi"
-        assert 0 < r["file_s"] < r["file_s_recorded"] and 0 < r["anon_s"] <= r["anon_s_recorded"]
+        assert r["file_s"] > 0 and r["anon_s"] > 0 and r["file_s_recorded"] > 0 and r["anon_s_recorded"] > 0
     m = {"storage": profile.storage(str(tmp_path), file_mb=8, seconds_per_size=0.02),
          "zram": {"lz4": profile.zram_python("lz4", profile.sample_pages(64))}, "compute": None, "reclaim": r}
     d = device.parse(tomllib.loads(profile.to_toml(m)), "this-machine.toml")
