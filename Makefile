@@ -4,7 +4,7 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 PIP   := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup system demo test test-fast asan bench bench-record bench-record-pressure clean
+.PHONY: setup system demo test test-fast asan bench bench-record bench-record-pressure validate-grid clean
 
 ## setup: system packages (apt), the venv, the package with its C core, llama-cpp-python, bcc
 setup: $(VENV)/.installed
@@ -45,6 +45,20 @@ bench-record: setup
 ## bench-record-pressure: validate's reference run at 40% of a small model, recorded against unrecorded
 bench-record-pressure: setup
 	$(PY) -m kmemsim.bench_record --pressure 40 --rounds 3
+
+## validate-grid: docs/validation.md's grid: three synthetic models x five limits, REPEAT live runs each,
+## into GRID/ (summary.md over all; root, about 45 minutes)
+GRID   ?= build/grid
+REPEAT ?= 3
+GRID_MODELS := $(GRID)/models/tiny-f16.gguf $(GRID)/models/llama3.2-1b-q8_0.gguf $(GRID)/models/qwen3-0.6b-q4_0.gguf
+$(GRID)/models/tiny-f16.gguf: | setup
+	mkdir -p $(@D) && $(VENV)/bin/kmemsim model synth $@ --arch llama --layers 4 --dim 768 --ffn 2048 --heads 12 --kv-heads 4 --vocab 32000 --type f16
+$(GRID)/models/llama3.2-1b-q8_0.gguf: | setup
+	mkdir -p $(@D) && $(VENV)/bin/kmemsim model synth $@ --preset Llama-3.2-1B --type q8_0
+$(GRID)/models/qwen3-0.6b-q4_0.gguf: | setup
+	mkdir -p $(@D) && $(VENV)/bin/kmemsim model synth $@ --preset Qwen3-0.6B --type q4_0
+validate-grid: setup $(GRID_MODELS)
+	$(VENV)/bin/kmemsim validate $(GRID_MODELS) --prompt 64 --decode 8 --ctx 512 --repeat $(REPEAT) -o $(GRID)/out
 
 clean:
 	rm -rf build $(VENV) *.egg-info kmemsim/_core*.so

@@ -1,6 +1,7 @@
-"""`kmemsim validate MODEL.gguf --prompt N --decode M --ctx C --mem-limit 40%,60%,80%,100%,120% -o DIR`:
+"""`kmemsim validate MODEL.gguf [MODEL.gguf ...] --prompt N --decode M --ctx C --mem-limit 40%,60%,80%,100%,120% -o DIR`:
 the reference live run under the recorder at each limit, beside `kmemsim predict`; validation.csv,
-validation.md and plots/ in DIR. Needs root."""
+validation.md and plots/ in DIR (with several models, in DIR/<model>/, and DIR/summary.md over them
+all). Needs root."""
 from __future__ import annotations
 
 import click
@@ -9,7 +10,7 @@ from .samplers import INTERVAL_S
 
 
 @click.command()
-@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("models", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--prompt", type=int, default=64, show_default=True)
 @click.option("--decode", type=int, default=8, show_default=True)
 @click.option("--ctx", type=int, default=512, show_default=True)
@@ -28,13 +29,29 @@ from .samplers import INTERVAL_S
                    "statistics reclaim decides by fresh (0: at the start and end only, the kernel as it "
                    "runs unobserved; predicted so)")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
-def validate(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness, repeat, reuse,
+def validate(models, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness, repeat, reuse,
              memcg_interval, out_dir):
-    """Validate the emulator against the live kernel on real llama.cpp."""
+    """Validate the emulator against the live kernel on real llama.cpp (one model or several)."""
+    import os
+    import pandas as pd
     from . import validate as V
-    V.check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
-    df = V.validate(model, prompt, decode, ctx, limits, out_dir, batch, ubatch, threads, zram, swappiness,
-                    reuse=reuse, progress=lambda m: click.echo(m, err=True), repeat=repeat,
-                    memcg_interval=memcg_interval)
-    click.echo(V.markdown(df))
-    click.echo(f"wrote {out_dir}/: validation.csv validation.md plots/")
+    from .errors import InputError
+    for m in models:                     # every model checked before the first live run
+        V.check_args(m, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
+    stems = [os.path.splitext(os.path.basename(m))[0] for m in models]
+    if len(set(stems)) < len(stems):
+        raise InputError(f"two models share a file name ({', '.join(stems)}): each needs its own DIR/<name>/")
+    dfs = []
+    for m, stem in zip(models, stems):
+        out = out_dir if len(models) == 1 else os.path.join(out_dir, stem)
+        dfs.append(V.validate(m, prompt, decode, ctx, limits, out, batch, ubatch, threads, zram, swappiness,
+                              reuse=reuse, progress=lambda s, stem=stem: click.echo(f"{stem} {s}", err=True),
+                              repeat=repeat, memcg_interval=memcg_interval))
+    if len(models) == 1:
+        click.echo(V.score_markdown(dfs[0]) + V.markdown(dfs[0]))
+        click.echo(f"wrote {out_dir}/: validation.csv validation.md plots/")
+        return
+    df = pd.concat(dfs, ignore_index=True)
+    V.write_summary(out_dir, df)
+    click.echo(V.score_markdown(df) + V.grid_markdown(df))
+    click.echo(f"wrote {out_dir}/: summary.md validation.csv, and per model {', '.join(stems)}/")

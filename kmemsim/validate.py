@@ -925,6 +925,72 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     return df
 
 
+def score(df: pd.DataFrame) -> pd.DataFrame:
+    """Cells within the issue's bounds, per model and bounded metric: `within` (against the median of
+    the runs), `some_run` (within the bound of at least one run) and `cells` (limits predicted)."""
+    d = df[df["metric"].isin(list(BOUNDS))]
+    g = d.groupby(["model", "metric"], sort=False)
+    true = lambda s: int(s.eq(True).sum())
+    out = pd.DataFrame({"within": g["within"].apply(true), "some_run": g["within_some_run"].apply(true),
+                        "cells": g["within"].apply(lambda s: int(s.notna().sum()))})
+    return out.reset_index()
+
+
+def score_markdown(df: pd.DataFrame) -> str:
+    """'k / n' within the bounds per model and bounded metric, and in all when there are several
+    models; with repeated runs, within the bound of some run beside it."""
+    s = score(df)
+    if s.empty:
+        return ""
+    many = int(df["live_runs"].max()) > 1 if "live_runs" in df else False
+    models = list(dict.fromkeys(s["model"]))
+    rows = [(m, s[s["model"] == m]) for m in models]
+    if len(models) > 1:
+        rows.append(("all", s.groupby("metric", sort=False)[["within", "some_run", "cells"]].sum().reset_index()))
+    cols = [m for m in BOUNDS if m in set(s["metric"])]
+    lines = ["Limits within the bound (" + ", ".join(f"{m} {BOUNDS[m] * 100:.0f}%" for m in cols) + ")"
+             + (": against the median of the runs (in brackets: of at least one run)" if many else "") + "\n",
+             "| model | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for name, t in rows:
+        t = t.set_index("metric")
+        cell = lambda m: ("-" if m not in t.index else f"{t.loc[m, 'within']} / {t.loc[m, 'cells']}"
+                          + (f" ({t.loc[m, 'some_run']})" if many else ""))
+        lines.append(f"| {name} | " + " | ".join(cell(m) for m in cols) + " |")
+    return "\n".join(lines) + "\n\n"
+
+
+GRID_METRICS = ("storage_read_bytes", "file_evicted_bytes", "major_faults", "swap_out_bytes",
+                "peak_resident_bytes", "ttft_s", "tpot_s")
+
+
+def grid_markdown(df: pd.DataFrame) -> str:
+    """Models by limits, one column per metric: 'predicted / measured (error)', a miss marked."""
+    lines = ["| model | limit | " + " | ".join(GRID_METRICS) + " |", "|---|---|" + "---:|" * len(GRID_METRICS)]
+    for (model, limit), g in df.groupby(["model", "limit"], sort=False):
+        g = g.set_index("metric")
+        cells = []
+        for m in GRID_METRICS:
+            if m not in g.index:
+                cells.append("-")
+                continue
+            r = g.loc[m]
+            e = "" if pd.isna(r.rel_error) or np.isinf(r.rel_error) else f" ({r.rel_error * 100:+.0f}%)"
+            miss = "" if r.within is None or pd.isna(r.within) or r.within else " **✗**"
+            cells.append(f"{_fmt(m, r.predicted)} / {_fmt(m, r.measured)}{e}{miss}")
+        lines.append(f"| {model} | {limit} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(out, df: pd.DataFrame):
+    """DIR/validation.csv and DIR/summary.md over several models validated into DIR/<model>/."""
+    from .rundir import atomic_write
+    atomic_write(os.path.join(out, "validation.csv"), lambda tmp: df.to_csv(tmp, index=False))
+    md = ("# kmemsim validate: summary\n\n" + score_markdown(df) + grid_markdown(df)
+          + "\npredicted / measured (error); **✗**: outside the bound. Each model's full table, its "
+          "unrecorded twins and its per-phase tables are in its own validation.md.\n")
+    atomic_write(os.path.join(out, "summary.md"), lambda tmp: open(tmp, "w").write(md))
+
+
 def _fmt(metric, v):
     if v is None or (isinstance(v, float) and np.isnan(v)):
         return "-"
@@ -1001,7 +1067,7 @@ def write_outputs(df, out, runs, model):
     atomic_write(os.path.join(out, "validation.csv"), lambda tmp: df.to_csv(tmp, index=False))
     ph = phases.table(runs, model)
     atomic_write(os.path.join(out, "validation-phases.csv"), lambda tmp: ph.to_csv(tmp, index=False))
-    md = markdown(df) + TIMES_NOTE + markdown_unrecorded(df) + phases.markdown(ph)
+    md = score_markdown(df) + markdown(df) + TIMES_NOTE + markdown_unrecorded(df) + phases.markdown(ph)
     atomic_write(os.path.join(out, "validation.md"), lambda tmp: open(tmp, "w").write(md))
     try:
         plots(out, runs, model)
