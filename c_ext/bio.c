@@ -14,7 +14,7 @@
  * 24-45 ms and 34 of 0.2 ms in each of four runs), where reads in submission order would make it
  * wait at each. Sharing gives the populate long and short waits in turn too, but its short ones
  * are 5-14 ms: the disk also ends together two windows queued up to 12 ms apart, which sharing
- * does not (docs/validation.md, item 7). The device's time is the furthest any thread's clock has
+ * does not (docs/validation-notes.md, item 7). The device's time is the furthest any thread's clock has
  * taken it: a matmul thread behind it (on its own clock, handle_range_threads()) submits at the
  * device's time, after the reads completed by then. A read a graph node's thread waits for is
  * slowed by the bios submitted while it waits. Without a storage time in the config (io_on 0), a

@@ -23,7 +23,7 @@ ended and their time from submit_bio() to the end, summed (read_bios(); the tabl
 Gauges (pages, the median over the phase, outside the score): the memcg's LRU lists, active file,
 inactive file and anonymous (both lists), live from the recorder's memory.stat samples and predicted
 from the emulator's timeline. Where the counters part, these say in which state: whether the active
-file list holds the workingset through decode or is emptied (docs/validation.md, item 7). The
+file list holds the workingset through decode or is emptied (docs/validation-notes.md, item 7). The
 timeline is sampled on the trace's clock, the compute's, so its medians weigh the waits less than
 the kernel's samples do, and the load's populate is one step of it: compare prompt and decode."""
 import json

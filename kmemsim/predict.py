@@ -226,7 +226,7 @@ FLUSH_TIME_MS = 2000.0
 
 # The kernel's flush timer is not the run's: where its 2 s fall against the run is chance, and with
 # statistics that old it moves the outcome (tiny 40% unobserved: 11.2-22.9 k major faults over these
-# phases; docs/validation.md, session 17). validate predicts the kernel's own flush at these
+# phases; docs/validation-notes.md, session 17). validate predicts the kernel's own flush at these
 # fractions of its period; a reader's flushes (the recorder's) start with the run, at phase 0.
 FLUSH_PHASES = (0.0, 0.25, 0.5, 0.75)
 

@@ -211,7 +211,7 @@ def set_sysctl(stack, name, value):
 # A VM whose balloon reports free memory to its host (virtio-balloon free page reporting) gives the
 # host the pages a run frees (drop_caches, reclaim), and the run's next use of them waits for the
 # host's faults: the reference run's model load read at half the disk's speed after the first few
-# hundred MiB (docs/validation.md, "Readahead's storage speed"). That is the hypervisor's doing, not
+# hundred MiB (docs/validation-notes.md, "Readahead's storage speed"). That is the hypervisor's doing, not
 # the guest kernel's memory management. Where the reporting waits for a page to stay free a minimum
 # time (this project's VMs: rundir.PAGE_REPORTING_MIN_FREE), a run holds that time at the longest
 # their kernel accepts, 5 min: longer than any reference run.

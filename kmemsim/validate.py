@@ -1117,7 +1117,7 @@ def plots(out, runs, model):
         ax[1].axhline(os.path.getsize(model) / 2**20, color="grey", lw=0.5, label="model size")
         ax[1].set_ylabel("MiB read into the page cache")
         ax[1].set_title("cumulative storage reads")
-        # the file LRU lists: whether the active list holds the workingset (docs/validation.md, item 7)
+        # the file LRU lists: whether the active list holds the workingset (docs/validation-notes.md, item 7)
         for lst, color in (("active", "C0"), ("inactive", "C1")):
             col = phases.memcg_stat(s, f"{lst}_file")
             m = s[["t", col]].dropna() if col else s.iloc[:0]

@@ -202,7 +202,7 @@ def test_cyclic_scan_under_a_memcg_limit_matches_the_kernel(tmp_path, pct):
     # The pages read are held to the issue's storage bound (10%). At 60% the kernel recorded by the
     # light recorder (session 16) takes two states, 1.154 M pages (12 k activations) and 1.195 M
     # (25 k), two runs of four each; the old recorder's four runs all read 1.152-1.154 M. The
-    # emulator reads 1.103 M: 4.4% and 7.7% below (docs/validation.md, trace item 12).
+    # emulator reads 1.103 M: 4.4% and 7.7% below (docs/validation-notes.md, item 12).
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
     path = random_file(tmp_path / "f.bin", SCAN_PAGES, seed=1)
@@ -374,7 +374,7 @@ def test_sequential_scan_through_a_small_cgroup_matches_the_kernel(tmp_path, mod
     # read-around of the miss re-reads the 8 MiB behind it. With MAP_POPULATE first, the populate
     # pass and the scan each read the file. Live on the machine of sessions 14-24: 183 MiB (touch)
     # and 493 MiB (populate); the emulator 182 and 501 MiB. Not asserted, and in
-    # docs/validation.md: a 48 MiB cgroup, where the emulator reads 21% less (53 k pages against
+    # docs/validation-notes.md: a 48 MiB cgroup, where the emulator reads 21% less (53 k pages against
     # 64-69 k), and 32 MiB, where the interpreter (~12 MiB) is so large a part of the cgroup that the
     # emulated figure moves by 20% with a few of its pages.
     # The kernel moves between runs: with session 16's light recorder the populate case read
@@ -387,7 +387,7 @@ def test_sequential_scan_through_a_small_cgroup_matches_the_kernel(tmp_path, mod
     # 45,656; with reads that take no time, 48.6-48.9 k. The populate case runs with reads that
     # take no time: with the device's times the emulator's populate pass reads 45.2 k pages where
     # the kernel's reads 60-61 k (both drop a file folio in 2.5-3.1 us and scan 45-52 k pages under
-    # read), which is not yet found (docs/validation.md, "Where and why it misses", item 16). So
+    # read), which is not yet found (docs/validation-notes.md, "Where and why it misses", item 16). So
     # five runs, and the emulator within 10% of at least one of them (validate's within_some_run:
     # a figure the kernel made).
     if os.geteuid() != 0:
@@ -435,7 +435,7 @@ def test_file_cycle_beside_a_hot_heap_matches_the_kernel(tmp_path):
     # 1,623,544, 99.8% activated. Reading the statistics as they are instead it reads 1,390,926
     # (-14%), and 1.54 M without the interpreter's 10 MiB: the cycle sits on a knife edge there, not
     # in the kernel. Unrecorded (sampling every 100 s) the kernel reads 1,275,030: the recorder
-    # changes the run (docs/validation.md, item 12). Where the flushes fall against the run is the
+    # changes the run (docs/validation-notes.md, item 12). Where the flushes fall against the run is the
     # run's chance (Config.stats_flush_phase_ms), and the emulated cycle is sensitive to it: with
     # one CI run's interpreter (2,675 file pages) the flushes at 0 ms swapped out 250 pages
     # and read 1,587,152 pages, at 2.5, 5 and 7.5 ms none and 1,583,616-1,621,500. So the emulator's

@@ -90,7 +90,7 @@ def test_populate_is_the_mmap_itself():
     mm_populate()), then posix_madvise(WILLNEED). The POPULATE flag is that populate, so the
     load must not fault the whole mapping once more: under a limit below the file size a second
     pass reads the evicted head of the file again (tiny-f16 at a 100% limit: ~60k model pages
-    read during the predicted load against the live kernel's 41k, docs/validation.md)."""
+    read during the predicted load against the live kernel's 41k, docs/validation-notes.md)."""
     L = synth.layout_from_preset("Llama-3.2-1B", type="f16", layers=1)
     tr = lw.generate(L, 8, 2, 256)
     c = tr.cols

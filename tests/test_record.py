@@ -227,7 +227,7 @@ def test_memory_stat_read_at_the_start_and_end_only(tmp_path):
 def test_a_run_holds_the_vms_free_page_reporting(tmp_path):
     # A VM's balloon with free page reporting (virtio-balloon VIRTIO_BALLOON_F_REPORTING) hands the
     # host the pages a run frees, and their next use waits for the host: the reference run's load
-    # read at half the disk's speed (docs/validation.md). Where the machine has the reporting's
+    # read at half the disk's speed (docs/validation-notes.md). Where the machine has the reporting's
     # minimum free time, the run holds it at PAGE_REPORTING_HOLD_MS (read by the command itself),
     # its environment says so, and the setting is restored after (machine_restored).
     from kmemsim.recorder import PAGE_REPORTING_HOLD_MS, run_command

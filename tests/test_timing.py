@@ -271,7 +271,7 @@ def test_profile_measures_what_reclaim_costs(tmp_path):
     # another run than the recorded one, and the two need not do the same work: on session 25's
     # machine the same file benchmark made 703-2,022 memcg reclaim calls in four unrecorded runs,
     # and the unrecorded stall exceeded the recorded run's reclaim time in one round of nine and in
-    # one CI run (docs/validation.md, "Unobserved times"), so the two runs are not compared here
+    # one CI run (docs/validation-notes.md, "Unobserved times"), so the two runs are not compared here
     if os.path.exists("/proc/pressure/memory"):
         assert r["time"] == "psi"
         assert r["file_s"] > 0 and r["anon_s"] > 0 and r["file_s_recorded"] > 0 and r["anon_s_recorded"] > 0

@@ -11,7 +11,7 @@ Prompt 64, decode 8, context 512 (the grid of docs/validation.md); under a minut
 - The same small model at 40%: the model is read 13 times over (readahead against reclaim, the
   engine's warm set, the heap swapped to zram and back at exit); six live runs agree within 7%.
   Only the peak is asserted there: the predicted major faults and swap-out are biased high and
-  move with the measured profile (docs/validation.md, session 20).
+  move with the measured profile (docs/validation-notes.md, session 20).
 - A Llama-3.2-1B-shaped q8_0 model (1.23 GiB) at 120%: the cgroup fills during the load, and what
   reclaim drops must not be read again.
 
@@ -191,7 +191,7 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
 
 @pytest.mark.live
 def test_repeated_live_runs_are_compared_by_their_median(small_model, tmp_path):
-    # the kernel moves between runs of one configuration (docs/validation.md: six runs of this model
+    # the kernel moves between runs of one configuration (docs/validation-notes.md: six runs of this model
     # at 40% read 1,853-1,972 MiB), so `--repeat K` makes K reference runs per limit and compares the
     # prediction with their median; `--reuse` then finds every run again
     _needs_live()
