@@ -963,9 +963,15 @@ GRID_METRICS = ("storage_read_bytes", "file_evicted_bytes", "major_faults", "swa
                 "peak_resident_bytes", "ttft_s", "tpot_s")
 
 
+GRID_NOTE = ("predicted / measured (error), measured the median run [lowest .. highest run] where there were "
+             "several; **✗** outside the bound, *~* outside the median's bound but within one run's.\n")
+
+
 def grid_markdown(df: pd.DataFrame) -> str:
-    """Models by limits, one column per metric: 'predicted / measured (error)', a miss marked."""
+    """Models by limits, one column per metric: 'predicted / measured [lowest .. highest run] (error)',
+    a miss marked (GRID_NOTE)."""
     lines = ["| model | limit | " + " | ".join(GRID_METRICS) + " |", "|---|---|" + "---:|" * len(GRID_METRICS)]
+    known = lambda v: v is not None and not pd.isna(v)
     for (model, limit), g in df.groupby(["model", "limit"], sort=False):
         g = g.set_index("metric")
         cells = []
@@ -974,9 +980,12 @@ def grid_markdown(df: pd.DataFrame) -> str:
                 cells.append("-")
                 continue
             r = g.loc[m]
-            e = "" if pd.isna(r.rel_error) or np.isinf(r.rel_error) else f" ({r.rel_error * 100:+.0f}%)"
-            miss = "" if r.within is None or pd.isna(r.within) or r.within else " **✗**"
-            cells.append(f"{_fmt(m, r.predicted)} / {_fmt(m, r.measured)}{e}{miss}")
+            span = (f" [{_fmt(m, r.measured_lo)} .. {_fmt(m, r.measured_hi)}]"
+                    if r.get("live_runs", 1) > 1 and known(r.get("measured_lo")) else "")
+            e = f" ({r.rel_error * 100:+.0f}%)" if known(r.rel_error) and not np.isinf(r.rel_error) else ""
+            miss = "" if not known(r.within) or r.within else (" *~*" if r.get("within_some_run") is True
+                                                               else " **✗**")
+            cells.append(f"{_fmt(m, r.predicted)} / {_fmt(m, r.measured)}{span}{e}{miss}")
         lines.append(f"| {model} | {limit} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -985,9 +994,9 @@ def write_summary(out, df: pd.DataFrame):
     """DIR/validation.csv and DIR/summary.md over several models validated into DIR/<model>/."""
     from .rundir import atomic_write
     atomic_write(os.path.join(out, "validation.csv"), lambda tmp: df.to_csv(tmp, index=False))
-    md = ("# kmemsim validate: summary\n\n" + score_markdown(df) + grid_markdown(df)
-          + "\npredicted / measured (error); **✗**: outside the bound. Each model's full table, its "
-          "unrecorded twins and its per-phase tables are in its own validation.md.\n")
+    md = ("# kmemsim validate: summary\n\n" + score_markdown(df) + grid_markdown(df) + "\n" + GRID_NOTE
+          + "Each model's full table, its unrecorded twins and its per-phase tables are in its own "
+          "validation.md.\n")
     atomic_write(os.path.join(out, "summary.md"), lambda tmp: open(tmp, "w").write(md))
 
 
