@@ -47,7 +47,7 @@ bench-record-pressure: setup
 	$(PY) -m kmemsim.bench_record --pressure 40 --rounds 3
 
 ## validate-grid: docs/validation.md's grid: three synthetic models x five limits, REPEAT live runs each,
-## into GRID/ (summary.md over all; root, about 45 minutes)
+## into GRID/out/ (summary.md over all; root, 20-25 minutes on this project's 2-CPU machines)
 GRID   ?= build/grid
 REPEAT ?= 3
 GRID_MODELS := $(GRID)/models/tiny-f16.gguf $(GRID)/models/llama3.2-1b-q8_0.gguf $(GRID)/models/qwen3-0.6b-q4_0.gguf
