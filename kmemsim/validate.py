@@ -983,8 +983,8 @@ def grid_markdown(df: pd.DataFrame) -> str:
             span = (f" [{_fmt(m, r.measured_lo)} .. {_fmt(m, r.measured_hi)}]"
                     if r.get("live_runs", 1) > 1 and known(r.get("measured_lo")) else "")
             e = f" ({r.rel_error * 100:+.0f}%)" if known(r.rel_error) and not np.isinf(r.rel_error) else ""
-            miss = "" if not known(r.within) or r.within else (" *~*" if r.get("within_some_run") is True
-                                                               else " **✗**")
+            some = r.get("within_some_run")
+            miss = "" if not known(r.within) or r.within else (" *~*" if known(some) and some else " **✗**")
             cells.append(f"{_fmt(m, r.predicted)} / {_fmt(m, r.measured)}{span}{e}{miss}")
         lines.append(f"| {model} | {limit} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

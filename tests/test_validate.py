@@ -362,6 +362,9 @@ def test_score_counts_the_limits_within_each_bound():
     assert "| a | 1 / 2 (2) | 1 / 1 (1) |" in md and "| all | 1 / 3 (2) |" in md
     grid = V.grid_markdown(df)
     assert grid.count("*~*") == 1 and grid.count("**✗**") == 1  # a 60% (+25%, one run +5%); b 40% (+100%)
+    # the same marks from a bool column (numpy bools, as pandas keeps a column without gaps)
+    bounded = df[df.metric.isin(list(V.BOUNDS))].astype({"within": bool, "within_some_run": bool})
+    assert V.grid_markdown(bounded) == grid
 
 
 def test_parse_limits():
