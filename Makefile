@@ -36,15 +36,15 @@ asan: setup
 	KMEMSIM_CORE_PATH=build/asan $(VENV)/bin/pytest -q -x -p no:cacheprovider tests/test_core_mechanisms.py tests/test_core_invariants.py
 
 bench: setup
-	$(PY) -m kmemsim.bench
+	$(PY) -m kmemsim.bench.replay
 
 ## bench-record: llama.cpp decode tokens/s bare vs under `kmemsim run` (recorder attached); target <= 3%
 bench-record: setup
-	$(PY) -m kmemsim.bench_record
+	$(PY) -m kmemsim.bench.record
 
 ## bench-record-pressure: validate's reference run at 40% of a small model, recorded against unrecorded
 bench-record-pressure: setup
-	$(PY) -m kmemsim.bench_record --pressure 40 --rounds 3
+	$(PY) -m kmemsim.bench.record --pressure 40 --rounds 3
 
 ## validate-grid: docs/validation.md's grid: three synthetic models x five limits, REPEAT live runs each,
 ## into GRID/out/ (summary.md over all; root, 20-25 minutes on this project's 2-CPU machines)

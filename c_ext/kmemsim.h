@@ -65,6 +65,8 @@ void km_file_stats(struct km_emu *e, int64_t *out);           /* [nr_files][3]: 
 void km_file_page_states(struct km_emu *e, int32_t file, uint8_t *out);
 int32_t km_check_invariants(struct km_emu *e);                /* 0 or a code; km_error() says which */
 int32_t km_policy_known(const char *name);
+int32_t km_nr_policies(void);
+const char *km_policy_name(int32_t i);   /* the registry's names, in its order */
 /* The recorder's side (not the emulator's): copies the committed records of a BPF ring buffer
  * (kernel/bpf/ringbuf.c) whose records are all `rec` bytes into out, at most cap of them, and
  * releases their space; returns how many, or -1 for a record of another size. */

@@ -20,9 +20,15 @@ static const struct policy_ops is_dw_ops = {
 static const struct policy_ops *const policies[] = { &stock_ops, &lru_ops, &is_ops, &is_tail_ops, &dw_ops,
                                                       &is_dw_ops };
 
+#define NR_POLICIES ((int32_t)(sizeof policies / sizeof policies[0]))
+
 const struct policy_ops *policy_lookup(const char *name)
 {
-    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
+    for (int32_t i = 0; i < NR_POLICIES; i++)
         if (!strcmp(policies[i]->name, name)) return policies[i];
     return NULL;
 }
+
+int32_t km_nr_policies(void) { return NR_POLICIES; }
+
+const char *km_policy_name(int32_t i) { return i >= 0 && i < NR_POLICIES ? policies[i]->name : ""; }

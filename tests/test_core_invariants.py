@@ -5,8 +5,8 @@ matmul's threads each on its own stack and clock (READ chunks, Config.threads)."
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kmemsim.emulator import Config, Emulator
-from kmemsim.trace import Advice, MapFlag, Op, PageClass, TraceBuilder
+from kmemsim.engine.kernel import Config, Emulator
+from kmemsim.core.trace import Advice, MapFlag, Op, PageClass, TraceBuilder
 
 ADVICE = [Advice.NORMAL, Advice.RANDOM, Advice.SEQUENTIAL, Advice.WILLNEED, Advice.DONTNEED,
           Advice.COLD, Advice.PAGEOUT]

@@ -5,9 +5,9 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from kmemsim.emulator import Config, Emulator, PageState
-from kmemsim.errors import InputError
-from kmemsim.trace import Advice, MapFlag, Op, PageClass, TraceBuilder, WriteFlag
+from kmemsim.engine.kernel import Config, Emulator, PageState
+from kmemsim.core.errors import InputError
+from kmemsim.core.trace import Advice, MapFlag, Op, PageClass, TraceBuilder, WriteFlag
 
 SHARED_RO = MapFlag.SHARED | MapFlag.READ
 ANON_RW = MapFlag.READ | MapFlag.WRITE

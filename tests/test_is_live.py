@@ -33,13 +33,13 @@ SHAPE = dict(type="f16", n_layer=4, n_embd=512, n_ff=1024, n_head=8, n_head_kv=8
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from kmemsim import synth
+    from kmemsim.workload import synth
     p = tmp_path_factory.mktemp("model") / "tiny-f16.gguf"
     return synth.write_model(str(p), progress=False, **SHAPE)
 
 
 def test_tail_ranges_hold_only_unused_cells(tiny_model):
-    from kmemsim import live_is as L
+    from kmemsim.validate import live_is as L
     lay = L.kv_layout(tiny_model, 4096)
     assert lay["kv_bytes"] == 4 * 2 * 4096 * 512 * 2
     base = 0x7f0000000040                      # data 64 bytes into a page, as glibc's memalign puts it
@@ -61,7 +61,7 @@ def test_tail_ranges_hold_only_unused_cells(tiny_model):
 
 
 def test_child_has_the_gate():
-    from kmemsim import live_is as L
+    from kmemsim.validate import live_is as L
     src = L.child_source()
     assert src.index("llama_cpp.Llama(model_path=model") < src.index("_gate + \".ready\"") < src.index("llm.eval(toks)")
     compile(src, "child", "exec")
@@ -82,8 +82,8 @@ def test_is_live_pages_out_the_kv_buffer(tiny_model, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
     needs_llama_cpp()
-    from kmemsim import live_is as L
-    from kmemsim.swap_setup import active_swaps
+    from kmemsim.validate import live_is as L
+    from kmemsim.live.swap_setup import active_swaps
     if active_swaps():
         pytest.skip(f"swap already active ({active_swaps()}): the recorder cannot set up zram")
     before_cg = set(glob.glob("/sys/fs/cgroup/memory/kmemsim-*") + glob.glob("/sys/fs/cgroup/unified/kmemsim-*"))

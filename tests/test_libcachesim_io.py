@@ -4,9 +4,9 @@ generalReader/csv.c (one object id per line, optional header)."""
 import numpy as np
 import pytest
 
-from kmemsim import libcachesim_io as lio
-from kmemsim.errors import InputError
-from kmemsim.trace import Op, validate
+from kmemsim.workload import libcachesim_io as lio
+from kmemsim.core.errors import InputError
+from kmemsim.core.trace import Op, validate
 
 
 def test_record_layout_is_oracle_general():

@@ -15,8 +15,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from kmemsim.emulator import Config, Emulator
-from kmemsim.trace import Advice, MapFlag, Op, TraceBuilder
+from kmemsim.engine.kernel import Config, Emulator
+from kmemsim.core.trace import Advice, MapFlag, Op, TraceBuilder
 
 pytestmark = pytest.mark.live
 PAGES = 65536
@@ -44,7 +44,7 @@ def random_file(path, pages, seed):
 def recorded_run(program, run, args, mem_limit, zram):
     """Python source `program` run with args under the recorder (kmemsim.recorder.run_command): a
     fresh memory cgroup of mem_limit bytes, page cache dropped first. Returns its summary.json."""
-    from kmemsim.recorder import run_command
+    from kmemsim.live.recorder import run_command
     script = run.parent / f"{run.name}.py"
     script.write_text(program)
     rc = run_command([sys.executable, str(script), *map(str, args)], str(run), mem_limit=str(mem_limit),
@@ -355,13 +355,13 @@ def emulated_seq_scan(mode, limit, ra_kb, interp, pace_ns, timed):
     machine's storage and reclaim times as `kmemsim predict` runs the core (whether reclaim meets a
     readahead window before the reader does is a race between the two), else reads complete as
     the readahead call returns."""
-    from kmemsim.predict import _this_machine
+    from kmemsim.validate.measure import this_machine
     b, f = interpreter_started("sequential scan", SEQ_FILE, interp)
     b.event(4, 1, Op.FADVISE, -1, 0, SEQ_FILE, Advice.SEQUENTIAL, f)
     flags = MapFlag.SHARED | MapFlag.READ | (MapFlag.POPULATE if mode == "populate" else 0)
     m = b.mmap(5, 1, "m", SEQ_FILE, file=f, flags=flags)
     b.ranges(6 + np.arange(SEQ_FILE) * max(1, round(pace_ns)), 1, Op.READ, m, np.arange(SEQ_FILE), 1)
-    costs = _this_machine().task_costs("lz4:1G") if timed else {}
+    costs = this_machine().task_costs("lz4:1G") if timed else {}
     r = Emulator(Config(memcg_limit=limit, zram="lz4:1G", read_ahead_kb=ra_kb, sample_ms=0, **costs)).replay(b.build())
     return int(r.files.set_index("path").loc["/f", "pages_added"])
 
@@ -416,10 +416,10 @@ HOT_FILE, HOT_PASSES, HOT_HEAP_PAGES, HOT_LIMIT, HOT_ZRAM = 327680, 4, 38400, 12
 def emulated_hot_heap(ra_kb, interp, stats_flush_ms, stats_flush_phase_ms=0.0):
     """With this machine's storage and reclaim times as `kmemsim predict` runs the core
     (workloads/devices/this-machine.toml): the clock the statistics flushes follow."""
-    from kmemsim.predict import _this_machine
+    from kmemsim.validate.measure import this_machine
     cfg = Config(memcg_limit=HOT_LIMIT, zram=HOT_ZRAM, read_ahead_kb=ra_kb, sample_ms=0,
                  stats_flush_ms=stats_flush_ms, stats_flush_phase_ms=stats_flush_phase_ms,
-                 **_this_machine().task_costs(HOT_ZRAM))
+                 **this_machine().task_costs(HOT_ZRAM))
     return emulated_cycle(cfg, interp, HOT_FILE, 0, HOT_FILE, HOT_PASSES, HOT_HEAP_PAGES, 1)
 
 
@@ -440,7 +440,7 @@ def test_file_cycle_beside_a_hot_heap_matches_the_kernel(tmp_path):
     # one CI run's interpreter (2,675 file pages) the flushes at 0 ms swapped out 250 pages
     # and read 1,587,152 pages, at 2.5, 5 and 7.5 ms none and 1,583,616-1,621,500. So the emulator's
     # figures are the median over five phases across the flush period.
-    from kmemsim.samplers import INTERVAL_S
+    from kmemsim.live.samplers import INTERVAL_S
     if os.geteuid() != 0:
         pytest.skip("live test: needs root (runs in CI)")
     path = random_file(tmp_path / "f.bin", HOT_FILE, seed=3)

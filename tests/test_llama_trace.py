@@ -1,8 +1,9 @@
 """cb_eval recorder (kmemsim.llama_trace) against the generator's graph order."""
 import pytest
 
-from kmemsim import gguf_layout, synth, trace_info
-from kmemsim import llama_trace as lt
+from kmemsim.workload import gguf_layout, synth
+from kmemsim.report import trace_info
+from kmemsim.workload.llama import cb_eval as lt
 from skips import needs_llama_cpp
 
 pytestmark = pytest.mark.llama

@@ -4,10 +4,14 @@ import time
 import numpy as np
 import pytest
 
-from kmemsim import synth, trace, trace_info
-from kmemsim import llama_workload as lw
-from kmemsim.errors import InputError
-from kmemsim.trace import PAGE_SIZE, MapFlag, Op
+from kmemsim.workload import synth
+from kmemsim.core import trace
+from kmemsim.report import trace_info
+from kmemsim.engine.time.compute import TimeModel
+from kmemsim.workload import llama as lw
+from kmemsim.core.errors import InputError
+from kmemsim.core import PAGE_SIZE
+from kmemsim.core.trace import MapFlag, Op
 
 
 def _kv_map(tr):
@@ -31,7 +35,7 @@ def test_repack_q4_0_makes_anonymous_copies():
     L = synth.layout_from_preset("Llama-3.2-1B", type="q4_0", layers=2)
     tr = lw.generate(L, prompt=8, decode=4, ctx=256, repack="avx2")
     meta = tr.meta["llama"][0]
-    mats = [t for t in L.tensors if lw._is_matmul_weight(t)]
+    mats = [t for t in L.tensors if lw.is_matmul_weight(t)]
     tok = L.tensor("token_embd.weight")     # tied: its OUTPUT duplicate is repacked too
     assert meta["repack_bytes"] >= sum(t.n_bytes for t in mats) + tok.n_bytes
     q8 = lw.generate(synth.layout_from_preset("Llama-3.2-1B", type="q8_0", layers=2), 8, 4, 256, repack="avx2")
@@ -177,7 +181,7 @@ def test_a_step_takes_its_weight_bytes_and_its_matmuls_time():
     # per token and per output row; a prefill ubatch with no output (not the prompt's last) skips
     # the last layer's FFN and the output head (llm_build_llama: inp_out_ids, then ggml_is_empty).
     L = synth.layout_from_preset("Llama-3.2-1B", type="q8_0", layers=2)
-    tm = lw.TimeModel(weight_gbps=1.0, matmul_gmac_s=1.0)
+    tm = TimeModel(weight_gbps=1.0, matmul_gmac_s=1.0)
     b = trace.TraceBuilder()
     s = lw.LlamaSession(L, b, ctx=512, batch=512, ubatch=16, time_model=tm, repack="none")
     t = s.load()

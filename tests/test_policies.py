@@ -2,8 +2,8 @@
 Reclamation), on scenarios whose outcome follows from their definition."""
 import numpy as np
 
-from kmemsim.emulator import Config, Emulator, PageState
-from kmemsim.trace import MapFlag, Op, PageClass, TraceBuilder, WriteFlag
+from kmemsim.engine.kernel import Config, Emulator, PageState
+from kmemsim.core.trace import MapFlag, Op, PageClass, TraceBuilder, WriteFlag
 
 RW = MapFlag.READ | MapFlag.WRITE
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from kmemsim import trace as tr
+from kmemsim.core import trace as tr
 from test_record_helpers import kmemsim, machine_restored, summary, within  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.live
@@ -129,7 +129,7 @@ def test_cyclic_file_read_page_cache_matches_bpftrace(big_file, tmp_path):
     # recorded ended hold at least 95% of the pages submitted, and all of them when none was skipped.
     import numpy as np
     import pandas as pd
-    from kmemsim import phases
+    from kmemsim.validate import phases
     fm = pd.read_parquet(os.path.join(out, "raw", "filemap.parquet"))
     fm = fm[(fm.kind == "add") & (fm.tracked == 1)]
     assert s["read_bios"]["pages"] == np.left_shift(1, fm.order.to_numpy().astype(np.int64)).sum()
@@ -185,8 +185,8 @@ def test_an_unrecorded_run_sets_the_machine_up_the_same_way(tmp_path):
     # puts the command in a limited cgroup with zram as a recorded run does, attaches no probe, and
     # restores the machine after (machine_restored). Source for the swapping: vmstat pswpout
     # (mm/page_io.c count_swpout_vm_event), read by the test itself around the run.
-    from kmemsim.recorder import run_command
-    from kmemsim.rundir import vmstat
+    from kmemsim.live.recorder import run_command
+    from kmemsim.live.rundir import vmstat
 
     def pswpout():
         return vmstat(("pswpout",))["pswpout"]
@@ -230,8 +230,8 @@ def test_a_run_holds_the_vms_free_page_reporting(tmp_path):
     # read at half the disk's speed (docs/validation-notes.md). Where the machine has the reporting's
     # minimum free time, the run holds it at PAGE_REPORTING_HOLD_MS (read by the command itself),
     # its environment says so, and the setting is restored after (machine_restored).
-    from kmemsim.recorder import PAGE_REPORTING_HOLD_MS, run_command
-    from kmemsim.rundir import PAGE_REPORTING_MIN_FREE
+    from kmemsim.live.recorder import PAGE_REPORTING_HOLD_MS, run_command
+    from kmemsim.live.rundir import PAGE_REPORTING_MIN_FREE
     out = tmp_path / "run"
     seen = tmp_path / "seen"
     rc = run_command(["/bin/sh", "-c", f"cat {PAGE_REPORTING_MIN_FREE} > {seen} 2>/dev/null; true"], str(out),

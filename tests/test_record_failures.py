@@ -13,7 +13,7 @@ import time
 import pandas as pd
 import pytest
 
-from kmemsim import trace as tr
+from kmemsim.core import trace as tr
 from test_record_helpers import kmemsim, machine_restored, popen_kmemsim, summary  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.live

@@ -44,7 +44,7 @@ def machine_state():
             dirs[:] = []
     with open("/proc/sys/vm/swappiness") as f:
         swappiness = f.read()
-    from kmemsim.rundir import PAGE_REPORTING_MIN_FREE
+    from kmemsim.live.rundir import PAGE_REPORTING_MIN_FREE
     reporting = open(PAGE_REPORTING_MIN_FREE).read() if os.path.exists(PAGE_REPORTING_MIN_FREE) else None
     return {"swaps": swaps, "zram": zram, "cgroups": sorted(cgroups), "swappiness": swappiness,
             "page_reporting_min_free_ms": reporting}

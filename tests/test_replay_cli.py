@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from kmemsim import libcachesim_io as lio
+from kmemsim.workload import libcachesim_io as lio
 from kmemsim.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,7 +87,7 @@ def test_csv_and_binary_agree(tmp_path):
 
 
 def test_parquet_trace_and_table_output(tmp_path):
-    from kmemsim.trace import save
+    from kmemsim.core.trace import save
     tr = lio.ids_to_trace(cyclic_ids(300, 3))
     p = tmp_path / "t.parquet"
     save(tr, str(p))
@@ -118,7 +118,7 @@ def good(tmp_path):
 
 
 def truncated_parquet(tmp_path):
-    from kmemsim.trace import save
+    from kmemsim.core.trace import save
     p = tmp_path / "trunc.parquet"
     save(lio.ids_to_trace(cyclic_ids(2000, 2)), str(p))
     data = p.read_bytes()

@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from kmemsim import rundir
-from kmemsim.samplers import PROC_STAT, Sampler, proc_faults
+from kmemsim.live import rundir
+from kmemsim.live.samplers import PROC_STAT, Sampler, proc_faults
 
 
 def reads(sampler, name):

@@ -8,9 +8,9 @@ import tomllib
 import numpy as np
 import pytest
 
-from kmemsim import scenario as sc
-from kmemsim.errors import InputError
-from kmemsim.trace import CLASS_SHIFT, Op, PageClass
+from kmemsim.workload import scenario as sc
+from kmemsim.core.errors import InputError
+from kmemsim.core.trace import CLASS_SHIFT, Op, PageClass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCEN = os.path.join(ROOT, "workloads", "scenarios")
@@ -264,7 +264,7 @@ def test_same_file_same_trace_small():
     assert sc.LLM_PID in {x["pid"] for x in a.meta["processes"]}
     # kmemsim.timing charges the LLM's steps their matmuls (MACs per token row from the session), as
     # the trace's own clock does; a scenario without them would time its prompts by bytes alone
-    from kmemsim import timing
+    from kmemsim.engine.time import serial as timing
     _, occ = timing.split_phases(a)
     steps = occ[occ["kind"].isin(["prefill", "decode"])]
     assert len(steps) and (steps["pid"] == sc.LLM_PID).all() and (steps["macs_per_token"] > 0).all()

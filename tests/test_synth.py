@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from kmemsim import gguf_layout, synth
-from kmemsim.errors import InputError
+from kmemsim.workload import gguf_layout, synth
+from kmemsim.core.errors import InputError
 from skips import needs_llama_cpp
 
 SMALL = dict(n_layer=2, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_vocab=512)

@@ -5,10 +5,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kmemsim import device, profile, timing
-from kmemsim.emulator import Config, Emulator, ffi
-from kmemsim.errors import InputError
-from kmemsim.trace import Op, TraceBuilder
+from kmemsim.engine.time import device, serial as timing
+from kmemsim.live import profile
+from kmemsim.workload.llama import step_rows
+from kmemsim.engine.kernel import Config, Emulator, ffi
+from kmemsim.core.errors import InputError
+from kmemsim.core.trace import Op, TraceBuilder
 from skips import needs_llama_cpp
 
 # A profile with round numbers, so the expected seconds can be worked out by hand.
@@ -111,7 +113,7 @@ def test_compute_streams_the_weights_then_does_the_matmuls():
 def test_step_rows_give_the_last_ubatch_of_each_sequence_its_output():
     # llama_batch_allocr / split_simple: n_batch chunks cut into n_ubatch pieces, per sequence; the
     # prompt's last token of each sequence asks for logits (llama-cpp-python eval: logits[-1])
-    from kmemsim.llama_workload import split_prompt
+    from kmemsim.workload.llama import split_prompt
     rows = lambda *a: [(n, o) for _, _, n, o in split_prompt(*a)]
     assert rows(300, 256, 128, 1) == [(128, 0), (128, 0), (44, 1)]
     assert rows(100, 512, 512, 2) == [(100, 1), (100, 1)]
@@ -135,7 +137,7 @@ def test_phase_times_and_metrics_on_a_hand_made_request():
     per_phase.loc[1, ["stall_read_ios", "stall_read_pages"]] = [10, 10]      # 1.1 ms in the prompt
     per_phase.loc[3, ["stall_swapin_pages"]] = [1000]                        # 1 ms in token 1
     per_phase.loc[5, ["stall_read_ios", "stall_read_pages"]] = [2, 32]       # 232 us in the switch
-    tok, outs = timing.step_rows(occ, {"request 0": 50}, batch=512, ubatch=512, seqs=1)
+    tok, outs = step_rows(occ, {"request 0": 50}, batch=512, ubatch=512, seqs=1)
     assert tok.tolist() == [0, 50, 1, 1, 1, 0, 0]
     assert outs.tolist() == [0, 1, 1, 1, 1, 0, 0]
     pt = timing.phase_times(per_phase, occ, d, "lz4", tok, outs)
@@ -212,12 +214,13 @@ def test_profile_fits_llama_cpp_speed_on_the_counts_the_generator_uses(tmp_path)
     # on the weight bytes and MACs kmemsim.llama_workload counts for that model (step_cost); what it
     # writes loads back as a profile whose TimeModel has those rates.
     needs_llama_cpp()
-    from kmemsim import synth
-    from kmemsim import llama_workload as lw
+    from kmemsim.workload import synth
+    from kmemsim.engine.time.compute import TimeModel
+    from kmemsim.workload import llama as lw
     path = synth.write_model(str(tmp_path / "m.gguf"), "Qwen3-0.6B", "q8_0", layers=2, progress=False)
     cp = profile.compute(prompts=(8, 32), decode=4, rounds=2, path=path)
     assert cp is not None and cp["weight_gbps"] > 0 and cp["matmul_gmac_s"] > 0
-    s = lw.LlamaSession(path, TraceBuilder(), time_model=lw.TimeModel(1.0, 1.0))
+    s = lw.LlamaSession(path, TraceBuilder(), time_model=TimeModel(1.0, 1.0))
     assert (cp["weight_bytes_per_step"], cp["macs_per_token"], cp["macs_per_output"]) == \
         (s.step_weight_bytes, *s.step_macs)
     text = f"[compute]\n{profile.compute_toml(cp)}\n"

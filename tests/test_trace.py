@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from kmemsim import trace
-from kmemsim.errors import InputError
-from kmemsim.trace import MapFlag, Op, TraceBuilder
+from kmemsim.core import trace
+from kmemsim.core.errors import InputError
+from kmemsim.core.trace import MapFlag, Op, TraceBuilder
 
 
 def small():

@@ -2,8 +2,8 @@
 K, M, G, T are powers of 1024)."""
 import pytest
 
-from kmemsim.errors import InputError
-from kmemsim.units import format_size, parse_size, size_to_pages
+from kmemsim.core.errors import InputError
+from kmemsim.core.units import format_size, parse_size, size_to_pages
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -30,9 +30,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from kmemsim import device, phases
+from kmemsim.engine.time import device
+from kmemsim.validate import phases
 from kmemsim.cli import main
-from kmemsim.samplers import INTERVAL_S
+from kmemsim.core import PAGE_SIZE
+from kmemsim.live.samplers import INTERVAL_S
 from skips import needs_llama_cpp
 
 SHAPE = dict(type="f16", n_layer=4, n_embd=768, n_ff=2048, n_head=12, n_head_kv=4, n_vocab=32000)
@@ -40,14 +42,14 @@ SHAPE = dict(type="f16", n_layer=4, n_embd=768, n_ff=2048, n_head=12, n_head_kv=
 
 @pytest.fixture(scope="module")
 def small_model(tmp_path_factory):
-    from kmemsim import synth
+    from kmemsim.workload import synth
     p = tmp_path_factory.mktemp("model") / "small-f16.gguf"
     return synth.write_model(str(p), progress=False, **SHAPE)
 
 
 @pytest.fixture(scope="module")
 def large_model(tmp_path_factory):
-    from kmemsim import synth
+    from kmemsim.workload import synth
     p = tmp_path_factory.mktemp("model") / "llama3.2-1b-q8_0.gguf"       # 1.23 GiB, written in ~3 s
     return synth.write_model(str(p), preset="Llama-3.2-1B", type="q8_0", progress=False)
 
@@ -109,8 +111,8 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     tot = ph.groupby("counter")[["predicted", "measured"]].sum()
     d = tmp_path / "out" / limit.replace("%", "pct")
     meas = json.load(open(d / "measured.json"))                 # the first run's: the phases are its
-    assert tot.loc["swap_out_pages", "measured"] * V.PAGE == meas["swap_out_bytes"]
-    assert tot.loc["swap_out_pages", "predicted"] * V.PAGE == rows.loc["swap_out_bytes", "predicted"]
+    assert tot.loc["swap_out_pages", "measured"] * PAGE_SIZE == meas["swap_out_bytes"]
+    assert tot.loc["swap_out_pages", "predicted"] * PAGE_SIZE == rows.loc["swap_out_bytes", "predicted"]
     assert tot.loc["major_faults", "predicted"] == rows.loc["major_faults", "predicted"]
     # the KV cache's swap-ins: live, the faults on its buffer's mapping after each page's first
     # (phases.kv_swap_faults finds the one mapping of llama.cpp's logged KV size; each such fault is
@@ -144,12 +146,12 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     # (try_charge_memcg() reclaims before usage passes memory.max); without pressure nothing is
     # reclaimed (no shrink_lruvec()), so the decode's file lists hold every page of the model read
     lru = ph[ph.phase.isin(("prompt", "decode")) & ph.counter.isin(list(phases.GAUGES))]
-    limit_pages = rows.loc["peak_resident_bytes", "limit_bytes"] // V.PAGE
+    limit_pages = rows.loc["peak_resident_bytes", "limit_bytes"] // PAGE_SIZE
     for side in ("predicted", "measured"):
         assert ((lru[side] > 0) & (lru[side] <= limit_pages)).all(), side
         if limit == "250%":
             dec = lru[lru.phase == "decode"].set_index("counter")[side]
-            model_pages = os.path.getsize(path) // V.PAGE
+            model_pages = os.path.getsize(path) // PAGE_SIZE
             assert dec["active_file_pages"] + dec["inactive_file_pages"] >= 0.9 * model_pages, side
     # pages added as order-0 folios are among those added; each load's include the model header's
     # first four (the readahead ramp starts at order 0: test_llama_load_folio_layout_matches_the_kernel)
@@ -163,7 +165,7 @@ def test_prediction_within_the_issue_bounds(request, tmp_path, model, limit, met
     # fresh as the recorder's memory.stat reads keep them (every 10 ms); its times, and its
     # unrecorded twin's metrics, as the device unobserved: the statistics as old as the kernel's own
     # flush leaves them (FLUSH_TIME in mm/memcontrol.c)
-    from kmemsim import predict as P
+    from kmemsim.validate import predict as P
     assert pred["config"]["reclaim_costs"] == "recorded" and pred["tpot_recorded_s"] > 0
     assert pred["config"]["stats_flush_ms"] == 1e3 * INTERVAL_S == 10
     q = pred[V.UNRECORDED]
@@ -230,7 +232,7 @@ def test_several_models_are_validated_each_in_its_own_dir_and_summed_up(small_mo
     # the docs' grid is several models (make validate-grid): each goes to DIR/<name>/ as one model's
     # validate would write it, and DIR/summary.md counts the limits within each bound over them all
     _needs_live()
-    from kmemsim import synth
+    from kmemsim.workload import synth
     other = synth.write_model(str(tmp_path / "two-layer.gguf"), progress=False, **dict(SHAPE, n_layer=2))
     out = tmp_path / "grid"
     r = CliRunner().invoke(main, ["validate", small_model, other, "--mem-limit", "250%", "-o", str(out)])
@@ -262,7 +264,7 @@ def test_prediction_times_its_run_with_the_profile_given(small_model, tmp_path):
     # the emulator's clock (reads in flight, reclaim, compute) and TTFT/TPOT come from the device
     # profile given: without memory pressure (the model fits, nothing is read again), the same
     # machine with compute four times slower takes longer to the first token
-    from kmemsim import predict as P
+    from kmemsim.validate import predict as P
     size = int(os.path.getsize(small_model) * 2.5)
     mine = str(device.DEVICES_DIR / "this-machine.toml")
     here = P.predict(small_model, 64, 4, 512, size, device=device.load(mine))
@@ -274,7 +276,7 @@ def test_prediction_times_its_run_with_the_profile_given(small_model, tmp_path):
 def test_phases_partition_the_prediction(small_model):
     # every counter of the emulated run falls in exactly one reference phase: start-up (before the
     # trace's first phase mark), load, prompt, decode, teardown
-    from kmemsim import predict as P
+    from kmemsim.validate import predict as P
     out = P.predict(small_model, 64, 4, 512, int(os.path.getsize(small_model) * 0.6), keep_result=True)
     res = out["_result"]
     ph = phases.predicted(res)
@@ -379,9 +381,10 @@ def test_prediction_reads_the_reference_prompts_rows(small_model, tmp_path):
     # get_rows (ggml_compute_forward_get_rows) reads token_embd's row of each prompt token: the
     # predicted prefill must read the rows of the reference run's own prompt ids, the ids the child
     # script evaluates (reference_prompt's source is copied into it).
-    from kmemsim import predict as P, validate as V
-    from kmemsim.gguf_layout import read_layout
-    from kmemsim.trace import Op
+    from kmemsim import validate as V
+    from kmemsim.validate import predict as P
+    from kmemsim.workload.gguf_layout import read_layout
+    from kmemsim.core.trace import Op
     src = open(V.child_script(str(tmp_path))).read()
     assert "def reference_prompt(" in src and "toks = reference_prompt(nv, bos, N)" in src
     tr, sess, _ = P.build_trace(small_model, 16, 0, 512)
@@ -404,14 +407,14 @@ def test_prediction_reads_the_reference_prompts_rows(small_model, tmp_path):
 
 def _phase_rows(tr, name):
     """The trace rows of phase `name`: from its mark to the next."""
-    from kmemsim.trace import Op
+    from kmemsim.core.trace import Op
     marks = np.flatnonzero(tr.cols["op"] == Op.PHASE)
     i = int(np.flatnonzero(tr.cols["arg"][marks] == tr.meta["phases"].index(name))[0])
     return slice(int(marks[i]), int(marks[i + 1]) if i + 1 < len(marks) else len(tr))
 
 
 def _pages_of(tr, rows, mid):
-    from kmemsim.trace import Op
+    from kmemsim.core.trace import Op
     c = tr.cols
     w = (c["map"][rows] == mid) & np.isin(c["op"][rows], [Op.READ, Op.WRITE])
     return {p for a, n in zip(c["page"][rows][w], c["npages"][rows][w]) for p in range(a, a + n)}
@@ -423,8 +426,8 @@ def test_heap_llama_allocates_is_written_as_the_context_is_built(small_model):
     # is built, at the end of the load. A llama_decode call's own heap pages (the graph's meta
     # buffer, built by llama_context) are among the latter; the interpreter's pages before the call
     # (reading the logits, sampling) among its import-era objects.
-    from kmemsim import predict as P
-    from kmemsim.trace import Op
+    from kmemsim.validate import predict as P
+    from kmemsim.core.trace import Op
     eng = {"file_bytes": 100 * 4096, "anon_bytes": 20 << 20}
     probe = {"anon_bytes": 30 << 20, "buffers": {}}
     warm = {"prompt": {"anon": 2500, "files": {}, "exec": {}}, "decode": {"anon": 1000, "files": {}, "exec": {}},
@@ -467,8 +470,8 @@ def test_prediction_decodes_the_warm_runs_tokens(small_model):
     # of the weights and the prompt, so the prediction reads the rows of the ids the warm run
     # generated, then (past them) random ones. The process's measured anonymous growth beyond the
     # session's own buffers is written as new heap pages: the prompt's once, then each step's.
-    from kmemsim import predict as P
-    from kmemsim.gguf_layout import read_layout
+    from kmemsim.validate import predict as P
+    from kmemsim.workload.gguf_layout import read_layout
     L = read_layout(small_model)
     emb = L.tensor("token_embd.weight")
     eng = {"file_bytes": 100 * 4096, "anon_bytes": 30 << 20}
@@ -495,9 +498,9 @@ def test_engine_libraries_fault_in_one_by_one(small_model):
     # no folio cached -> VM_FAULT_MAJOR, then read-around of the file): one major fault per
     # library, and exactly the pages the baseline saw each one add. A measured baseline without the
     # per-library record keeps the single pseudo-file.
-    from kmemsim import predict as P
-    from kmemsim.emulator import Config, Emulator
-    from kmemsim.trace import Op
+    from kmemsim.validate import predict as P
+    from kmemsim.engine.kernel import Config, Emulator
+    from kmemsim.core.trace import Op
     libs = [["libpython3.11.so.1.0", 1443], ["libllama.so", 961], ["_json.cpython-311.so", 42]]
     eng = {"file_bytes": 3000 * 4096, "rss_file_bytes": 1200 * 4096, "anon_bytes": 1 << 20, "libraries": libs}
     tr, _, _ = P.build_trace(small_model, 16, 0, 512, engine=eng)
@@ -620,8 +623,8 @@ def test_host_pages_complete_the_measured_working_set(small_model):
     # prediction touches the heap only beyond what its own model of llama.cpp's buffers touched, so
     # a step's distinct anonymous pages are the measured count; the text is mapped VM_EXEC
     # (folio_check_references activates a referenced executable file folio at once).
-    from kmemsim import predict as P
-    from kmemsim.trace import CLASS_SHIFT, MapFlag, Op
+    from kmemsim.validate import predict as P
+    from kmemsim.core.trace import CLASS_SHIFT, MapFlag, Op
     libs = [["libpython3.11.so.1.0", 1443], ["libggml-cpu.so.0", 317]]
     eng = {"file_bytes": 2000 * 4096, "rss_file_bytes": 900 * 4096, "anon_bytes": 30 << 20, "libraries": libs,
            "library_rss": {"libpython3.11.so.1.0": [572, 736], "libggml-cpu.so.0": [200, 40]}}

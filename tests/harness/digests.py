@@ -28,29 +28,24 @@ import pandas as pd
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-try:                                           # the package's layout from issue 7 on
-    from kmemsim.engine import Config, Emulator
-    from kmemsim.engine.time import device as devmod
-    from kmemsim.core.trace import TraceBuilder, Op, MapFlag, Advice, PageClass
-    from kmemsim.workload import llama as lw
-    from kmemsim.workload import scenario as sc
-    from kmemsim.workload.libcachesim_io import ids_to_trace
-    from kmemsim.workload.synth import layout_from_preset
-    from kmemsim.report.compare import base_config, workload_from_scenario
-    from kmemsim.validate import predict as P
-    from kmemsim.core.policies import policy_names
-    POLICIES = policy_names()
-except ImportError:                            # before it
+try:                                           # the flat package before issue 7
     from kmemsim.emulator import Config, Emulator, known_policies
     from kmemsim import device as devmod
     from kmemsim.trace import TraceBuilder, Op, MapFlag, Advice, PageClass
     from kmemsim import llama_workload as lw
-    from kmemsim import scenario as sc
     from kmemsim.libcachesim_io import ids_to_trace
     from kmemsim.synth import layout_from_preset
     from kmemsim.compare import base_config, workload_from_scenario
     from kmemsim import predict as P
     POLICIES = known_policies()
+except ImportError:                            # its folders
+    from kmemsim.engine import POLICIES, Config, Emulator
+    from kmemsim.engine.time import device as devmod
+    from kmemsim.workload import llama as lw
+    from kmemsim.workload.libcachesim_io import ids_to_trace
+    from kmemsim.workload.synth import layout_from_preset
+    from kmemsim.report.compare import base_config, workload_from_scenario
+    from kmemsim.validate import predict as P
 
 
 def _h(*parts) -> str:
@@ -75,7 +70,12 @@ def _h(*parts) -> str:
 
 
 def trace_digest(tr) -> str:
-    return _h(*[tr.cols[k] for k in sorted(tr.cols)], tr.meta)
+    """The events: the columns the core replays (the metadata is digested apart, meta_digest)."""
+    return _h(*[tr.cols[k] for k in sorted(tr.cols)])
+
+
+def meta_digest(tr) -> str:
+    return _h(tr.meta)
 
 
 def result_digest(r) -> str:
@@ -92,6 +92,10 @@ class Cases:
             raise SystemExit(f"case {name} twice")
         self.out[name] = value
 
+    def trace(self, name, tr):
+        self.add(f"trace {name}", trace_digest(tr))
+        self.add(f"meta {name}", meta_digest(tr))
+
     def replay(self, name, tr, cfg):
         self.add(name, result_digest(Emulator(cfg).replay(tr)))
 
@@ -100,7 +104,7 @@ def scenarios(c: Cases):
     for path in sorted(glob.glob(os.path.join(ROOT, "workloads", "scenarios", "*.toml"))):
         name = os.path.basename(path)
         wl = workload_from_scenario(path)
-        c.add(f"trace scenario {name}", trace_digest(wl.trace))
+        c.trace(f"scenario {name}", wl.trace)
         for dev in ("galaxy-s25plus", "xiaomi-14"):
             d = devmod.load(dev)
             cfg = base_config(d)
@@ -127,7 +131,7 @@ def llama(c: Cases):
         L = layout_from_preset(preset, type=typ, layers=layers)
         for repack in ("none", "avx2"):
             tr = lw.generate(L, repack=repack, **kw)
-            c.add(f"trace llama {name} {repack}", trace_digest(tr))
+            c.trace(f"llama {name} {repack}", tr)
             if repack == "avx2":
                 continue
             size = L.file_size
@@ -155,7 +159,7 @@ def hypothesis_traces(c: Cases, n=160):
 
     draw()
     for i, (tr, cfg) in enumerate(got):
-        c.add(f"trace hypothesis {i}", trace_digest(tr))
+        c.trace(f"hypothesis {i}", tr)
         c.replay(f"hypothesis {i} {cfg.policy}", tr, cfg)
 
 
@@ -204,18 +208,19 @@ def grid(c: Cases, d):
             for vname, v in variants:
                 r = P.predict(*args, **{**kw, **v})
                 res, tr = r.pop("_result"), r.pop("_trace")
-                c.add(f"trace {tag} {vname}", trace_digest(tr))
+                c.trace(f"{tag} {vname}", tr)
                 c.add(f"{tag} {vname}", result_digest(res))
-                c.add(f"{tag} {vname} metrics", _h({k: v for k, v in r.items() if k != "config"},
-                                                    {k: v for k, v in r["config"].items() if k != "device"}))
+                c.add(f"{tag} {vname} metrics", _h({k: v for k, v in r.items() if k != "config"}))
 
 
 def P_validate():
-    try:
-        from kmemsim.validate import measure as V
-    except ImportError:
-        from kmemsim import validate as V
-    return V
+    for name in ("kmemsim.validate.measure", "kmemsim.validate.run", "kmemsim.validate"):
+        try:
+            V = __import__(name, fromlist=["x"])
+        except ImportError:
+            continue
+        if hasattr(V, "llama_probe"):
+            return V
 
 
 def main():
@@ -232,8 +237,8 @@ def main():
     if a.grid:
         grid(c, a.grid)
         print(f"grid: {len(c.out)} cases", flush=True)
-    replays = sum(1 for k in c.out if not k.startswith("trace "))
-    print(f"{replays} replays, {len(c.out) - replays} traces")
+    replays = sum(1 for k in c.out if not k.startswith(("trace ", "meta ")))
+    print(f"{replays} replays, {sum(1 for k in c.out if k.startswith('trace '))} traces")
     with open(a.out, "w") as f:
         json.dump(c.out, f, indent=0, sort_keys=True)
     if a.against:

@@ -1,0 +1,21 @@
+"""The `kmemsim` command: the group (main.py) and one module per command, registered here with one line
+each. The command modules import their heavy machinery inside the command (start-up: `kmemsim --help`
+loads no pandas, no C core)."""
+from .main import main
+from . import compare, demo, is_live, predict, profile, record, replay, scenario, validate, workload
+
+__all__ = ["main"]
+
+main.add_command(demo.demo)
+main.add_command(compare.compare)
+main.add_command(profile.profile)
+main.add_command(replay.replay)
+main.add_command(record.run)
+main.add_command(record.record)
+main.add_command(workload.model)
+main.add_command(workload.workload)
+main.add_command(workload.trace)
+main.add_command(predict.predict)
+main.add_command(validate.validate)
+main.add_command(is_live.is_live)
+workload.workload.add_command(scenario.scenario)     # `kmemsim workload scenario`

@@ -1,0 +1,4 @@
+"""`python -m kmemsim.cli ARGS` runs `kmemsim ARGS` (validate starts `kmemsim profile` so)."""
+from . import main
+
+main()

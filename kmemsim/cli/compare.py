@@ -1,0 +1,56 @@
+"""`kmemsim compare MODEL.gguf|SCENARIO.toml --policies stock,is,dw,is+dw -o DIR`: every policy on
+the same trace (built once); summary.csv, summary.md, phases.csv, PNG plots and a self-contained
+report.html in DIR; the table on stdout. Options are checked before the trace is built."""
+from __future__ import annotations
+
+import click
+
+from ..core.data import DEFAULT_DEVICE
+from ..core.errors import InputError
+from . import options
+
+
+@click.command()
+@click.argument("workload", type=click.Path(dir_okay=False))
+@click.option("--policies", default="stock,is,dw,is+dw", show_default=True, help="comma-separated policies")
+@click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True,
+              help="device profile: a name under workloads/devices/ or a .toml path")
+@click.option("--mem", default=None, help="device RAM for the trace (default: the device's memory.available)")
+@click.option("--memcg-limit", default=None, help="memory cgroup limit instead of --mem")
+@click.option("--zram", default=None, help="ALGO:SIZE (default: the device's kernel.zram)")
+@click.option("--swappiness", type=int, default=None, help="default: the device's")
+@click.option("--policy-param", type=int, default=None, help="policy strength (DW: 0 = defer until last resort)")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="scenario override (repeatable)")
+@click.option("--prompt", type=int, default=256, show_default=True, help="MODEL.gguf: prompt tokens")
+@click.option("--decode", type=int, default=32, show_default=True, help="MODEL.gguf: generated tokens")
+@click.option("--ctx", type=int, default=4096, show_default=True, help="MODEL.gguf: n_ctx per path")
+@click.option("--paths", type=int, default=1, show_default=True, help="MODEL.gguf: speculative paths (KV sequences)")
+@click.option("--requests", type=int, default=1, show_default=True, help="MODEL.gguf: requests")
+@options.kv_manager
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="output directory")
+def compare(workload, policies, device_name, mem, memcg_limit, zram, swappiness, policy_param, overrides,
+            prompt, decode, ctx, paths, requests, kv_manager, out_dir):
+    """Compare memory policies on one workload: memory, storage reads, TTFT, time per token."""
+    # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
+    from ..engine.time import device as devmod
+    from ..report import compare as cmpmod
+    from ..report.tables import describe, table_text
+    pols = cmpmod.parse_policies(policies)
+    if mem is not None and memcg_limit is not None:
+        raise InputError("give --mem or --memcg-limit, not both")
+    for name, v in (("--prompt", prompt), ("--decode", decode), ("--ctx", ctx), ("--paths", paths),
+                    ("--requests", requests)):
+        if v < 1:
+            raise InputError(f"{name} must be at least 1")
+    dev = devmod.load(device_name)
+    cfg = cmpmod.base_config(dev, mem=mem, memcg_limit=memcg_limit, zram=zram, swappiness=swappiness,
+                             policy_param=policy_param)
+    dev.zram_algo(cfg.get("zram"))
+    wl = cmpmod.load_workload(workload, overrides, kv_manager, prompt=prompt, decode=decode, ctx=ctx, paths=paths,
+                              requests=requests)
+    cmp = cmpmod.run(wl, pols, dev, cfg)
+    cmpmod.write(cmp, out_dir)
+    click.echo(describe(cmp))
+    click.echo(table_text(cmp.table))
+    click.echo(f"\nwrote {out_dir}/: summary.csv summary.md phases.csv memory.png storage_reads.png "
+               "token_latency.png report.html")

@@ -1,0 +1,32 @@
+"""`kmemsim is-live MODEL.gguf --prompt N --decode M --ctx C --mem-limit SIZE --zram ALGO:SIZE
+[--variant alloc|tail] -o DIR`: IS on the real kernel (kmemsim/live_is.py): the reference llama.cpp run
+stock and with the KV buffer paged out from outside (process_madvise MADV_PAGEOUT through a pidfd),
+both under the recorder, beside the emulator's stock and IS. Writes is_live.csv, is_live.md,
+is_live.json and stock/, is/ in DIR. Needs root."""
+from __future__ import annotations
+
+import click
+
+
+@click.command("is-live")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--prompt", type=int, default=64, show_default=True)
+@click.option("--decode", type=int, default=8, show_default=True)
+@click.option("--ctx", type=int, default=4096, show_default=True)
+@click.option("--batch", type=int, default=512, show_default=True)
+@click.option("--ubatch", type=int, default=512, show_default=True)
+@click.option("--threads", type=int, default=2, show_default=True)
+@click.option("--mem-limit", default="512M", show_default=True, help="the cgroup's limit: a size or N%% of the model")
+@click.option("--zram", default="lz4:4G", show_default=True)
+@click.option("--swappiness", type=int, default=60, show_default=True)
+@click.option("--variant", type=click.Choice(["alloc", "tail"]), default="alloc", show_default=True,
+              help="alloc: page out the whole KV buffer after the clear; tail: only pages of cells beyond "
+                   "prompt+decode")
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
+def is_live(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram, swappiness, variant, out_dir):
+    """IS (Initial KV cache Swap) on the live kernel against the emulator."""
+    from ..validate import live_is as L
+    df = L.compare(model, prompt, decode, ctx, mem_limit, out_dir, variant, zram, swappiness, batch, ubatch,
+                   threads, progress=lambda m: click.echo(m, err=True))
+    click.echo(L.markdown(df, df.attrs["meta"]))
+    click.echo(f"wrote {out_dir}/: is_live.csv is_live.md is_live.json stock/ is/")

@@ -1,0 +1,54 @@
+"""`kmemsim predict MODEL.gguf --prompt N --decode M --ctx C --mem-limit SIZE [...] --json`: the
+workload generator + the emulator, predicting the reference live run (docs/validation.md)."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from . import options
+
+
+@click.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--prompt", type=int, required=True, help="prompt tokens (the first is BOS)")
+@click.option("--decode", type=int, required=True, help="greedy decode steps")
+@click.option("--ctx", type=int, required=True, help="n_ctx")
+@click.option("--batch", type=int, default=512, show_default=True)
+@click.option("--ubatch", type=int, default=512, show_default=True)
+@click.option("--threads", type=int, default=2, show_default=True)
+@click.option("--mem-limit", required=True, help="memory cgroup limit (size, or N%% of the model file)")
+@click.option("--zram", default="lz4:4G", show_default=True, help="ALGO:SIZE")
+@click.option("--swappiness", type=int, default=60, show_default=True)
+@click.option("--policy", default="stock", show_default=True)
+@click.option("--stats-flush-ms", type=float, default=None,
+              help="memcg statistics reclaim reads are this old [default: 2000, the kernel's own flush; "
+                   "10: as under kmemsim's recorder; 0: always current]")
+@click.option("--stats-flush-phase-ms", type=float, default=0.0, show_default=True,
+              help="when the first of those flushes falls after the start (0..--stats-flush-ms): the "
+                   "kernel's timer is not the run's, so any phase is as likely (validate shows the range)")
+@options.kv_manager
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def predict(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram, swappiness, policy,
+            stats_flush_ms, stats_flush_phase_ms, kv_manager, as_json):
+    """Predict storage reads, evictions, faults, swap and peak memory of a llama.cpp run."""
+    from ..core.errors import InputError
+    from ..validate import predict as P
+    from ..validate.reference import METRICS, model_size, parse_limits
+    if decode < 0:
+        raise InputError(f"--decode must not be negative (got {decode})")
+    lims = parse_limits(mem_limit, model_size(model))
+    if len(lims) != 1:
+        raise InputError("--mem-limit: give one limit")
+    flush = P.FLUSH_TIME_MS if stats_flush_ms is None else stats_flush_ms
+    if not 0 <= stats_flush_phase_ms <= flush:
+        raise InputError(f"--stats-flush-phase-ms {stats_flush_phase_ms:g}: expected 0..{flush:g} (the flush period)")
+    out = P.predict(model, prompt, decode, ctx, lims[0][1], batch, ubatch, threads, zram, swappiness, policy,
+                    stats_flush_ms=flush, stats_flush_phase_ms=stats_flush_phase_ms, kv_manager=kv_manager)
+    if as_json:
+        click.echo(json.dumps(out, indent=1, default=str))
+        return
+    for k in METRICS:
+        click.echo(f"{k:22s} {out[k]}")
+    for n in out["notes"]:
+        click.echo(f"note: {n}")

@@ -1,0 +1,33 @@
+"""`kmemsim profile -o workloads/devices/this-machine.toml`: measure this machine (storage reads by
+I/O size, zram compression per algorithm, llama.cpp prefill/decode speed) into a device profile."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..core.errors import InputError
+
+
+@click.command()
+@click.option("-o", "--out", "out", default="workloads/devices/this-machine.toml", show_default=True,
+              type=click.Path(dir_okay=False), help="profile to write (TOML)")
+@click.option("--dir", "storage_dir", default=None, type=click.Path(file_okay=False),
+              help="where the storage test file goes (default $TMPDIR or /var/tmp)")
+@click.option("--quick", is_flag=True, help="smaller and shorter measurements (less accurate)")
+def profile(out, storage_dir, quick):
+    """Measure this machine into a device profile (kmemsim compare --device this-machine)."""
+    from ..engine.time import device
+    from ..live import profile as prof
+    from ..core.atomic import atomic_write
+    p = Path(out)
+    if not p.parent.is_dir():
+        raise InputError(f"-o {out}: directory {p.parent} does not exist")
+    if storage_dir is not None and not Path(storage_dir).is_dir():
+        raise InputError(f"--dir {storage_dir}: not a directory")
+    m = prof.measure(progress=lambda s: click.echo(f"  {s}", err=True), storage_dir=storage_dir, quick=quick)
+    text = prof.to_toml(m)
+    import tomllib
+    device.parse(tomllib.loads(text), str(p))        # what we write must load
+    atomic_write(p, text)
+    click.echo(f"wrote {out}")

@@ -1,0 +1,51 @@
+"""`kmemsim run` and `kmemsim record`: the recorder's command line (kmemsim/recorder.py does the work)."""
+import sys
+
+import click
+
+from ..live import recorder
+from ..live.samplers import INTERVAL_S
+
+
+def sampling_options(f):
+    """The sampler's periods, shared by `run` and `record`."""
+    for opt in reversed([
+        click.option("--interval", default=INTERVAL_S, show_default=True, type=float,
+                     help="sampling period, seconds"),
+        click.option("--smaps-interval", default=5.0, show_default=True, type=float,
+                     help="smaps_rollup period, seconds (it walks page tables; 0: never)"),
+        click.option("--memcg-interval", default=INTERVAL_S, show_default=True, type=float,
+                     help="how often the cgroup's memory.stat is read, seconds; each read makes the "
+                          "statistics reclaim decides by fresh, which the kernel alone does every 2 s "
+                          "(0: at the start and end only)")]):
+        f = opt(f)
+    return f
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@click.option("--mem-limit", metavar="SIZE", help="memory cgroup limit, e.g. 512M (default: none)")
+@click.option("--zram", metavar="ALGO:SIZE", help="zram swap for the run, e.g. lz4:1G (refused if swap is on)")
+@click.option("--swappiness", type=int, help="vm swappiness for the run's cgroup (0..200)")
+@click.option("--drop-caches", is_flag=True, help="sync and drop the page cache before starting")
+@sampling_options
+@click.option("-o", "--out", "out", required=True, metavar="RUNDIR", help="run directory to create")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(mem_limit, zram, swappiness, drop_caches, interval, smaps_interval, memcg_interval, out, command):
+    """Run COMMAND in a fresh memory cgroup (limit, zram swap) and record it into RUNDIR.
+
+    Everything set up for the run is undone afterwards, also on failure or Ctrl-C.
+    Exits with COMMAND's status (130 if interrupted)."""
+    sys.exit(recorder.run_command(list(command), out, mem_limit=mem_limit, zram=zram, swappiness=swappiness,
+                                  drop_caches=drop_caches, interval=interval, smaps_interval=smaps_interval,
+                                  memcg_interval=memcg_interval))
+
+
+@click.command()
+@click.option("--pid", required=True, type=int, help="process to attach to (its children are followed)")
+@click.option("--duration", type=float, help="seconds to record (default: until it exits or Ctrl-C)")
+@sampling_options
+@click.option("-o", "--out", "out", required=True, metavar="RUNDIR", help="run directory to create")
+def record(pid, duration, interval, smaps_interval, memcg_interval, out):
+    """Attach to a running process and record it into RUNDIR; changes nothing on the machine."""
+    sys.exit(recorder.record_pid(pid, out, duration=duration, interval=interval, smaps_interval=smaps_interval,
+                                 memcg_interval=memcg_interval))

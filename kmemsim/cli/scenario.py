@@ -1,0 +1,45 @@
+"""`kmemsim workload scenario FILE.toml -o TRACE`: a multitasking scenario (apps switching beside LLM
+sessions) as one trace. The format is in docs/scenarios.md; bundled files in kmemsim/data/scenarios/.
+
+The whole file is parsed and validated before anything is generated, and the trace is written
+atomically, so bad input leaves one `kmemsim: ...` line on stderr (exit 2) and no output file.
+"""
+from __future__ import annotations
+
+import json
+
+import click
+
+from . import options
+
+
+@click.command("scenario")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False),
+              help="Where to write the trace (Parquet). Required unless --plan.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a key of the file, e.g. --set llm.paths=8 --set seed=2 (repeatable).")
+@click.option("--plan", "plan_only", is_flag=True,
+              help="Print the timeline (switches, requests) as JSON instead of writing a trace.")
+@options.kv_manager
+def scenario(file, out, overrides, plan_only, kv_manager):
+    """Put the apps, switches, kills and LLM requests of FILE.toml on one timeline."""
+    # here, not at the top: `kmemsim --help` loads no pandas or C core
+    from ..core.trace import save
+    from ..workload import scenario as sc
+    if kv_manager is not None:          # the file's llm.kv_manager, as --set would set it
+        overrides = (*overrides, f"llm.kv_manager={kv_manager}")
+    s = sc.load(file, overrides)
+    if plan_only:
+        p = sc.plan(s)
+        click.echo(json.dumps(sc.plan_dict(s, p), indent=1))
+        return
+    if not out:
+        raise click.UsageError("missing option '-o' / '--output' (or give --plan)")
+    tr = sc.build(s)
+    save(tr, out)
+    p = sc.plan(s)
+    n_sw = sum(1 for x in p.slots)
+    click.echo(f"{out}: {len(tr):,} events, {len(tr.meta['processes'])} processes, "
+               f"{n_sw} foreground slots, {len(p.requests)} LLM requests, "
+               f"{s.duration:g} s of scenario time")

@@ -1,0 +1,291 @@
+"""The emulator's Python face: a Config, and Emulator(config).replay(trace) -> Result.
+
+The whole trace goes to the C core (c_ext/) in one call; Python never loops per page or per event.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from dataclasses import dataclass, field, asdict
+
+import numpy as np
+import pandas as pd
+
+from ..core.errors import InputError
+from ..core.trace import PAGE_SIZE, Trace, validate
+from ..core.units import parse_size
+
+ZRAM_ALGOS = ("lzo-rle", "lzo", "lz4", "zstd")
+
+
+def _load_core():
+    """kmemsim._core, or a sanitizer build from KMEMSIM_CORE_PATH (make asan)."""
+    path = os.environ.get("KMEMSIM_CORE_PATH")
+    if not path:
+        from .. import _core
+        return _core
+    import glob
+    so = glob.glob(os.path.join(path, "kmemsim", "_core*.so"))
+    if not so:
+        raise ImportError(f"no kmemsim core built under {path}")
+    spec = importlib.util.spec_from_file_location("kmemsim._core", so[0])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_core = _load_core()
+ffi, lib = _core.ffi, _core.lib
+COUNTERS = [ffi.string(lib.km_counter_name(i)).decode() for i in range(lib.km_nr_counters())]
+GAUGES = [ffi.string(lib.km_gauge_name(i)).decode() for i in range(lib.km_nr_gauges())]
+
+
+# the policies the core's registry holds (policy_lookup in c_ext/policy_stock.c), in its order
+POLICIES = [ffi.string(lib.km_policy_name(i)).decode() for i in range(lib.km_nr_policies())]
+
+
+@dataclass
+class Config:
+    """What the emulated machine is. Sizes accept strings ("512M") or bytes.
+
+    Defaults are this machine's kernel settings where they matter (read_ahead_kb 8192 on virtio,
+    fault_around_bytes 64 KiB, x86's young prefaulted PTEs); a device profile overrides them.
+    """
+    mem: str | int | None = None            # device RAM (watermarks, kswapd, zram counts against it)
+    memcg_limit: str | int | None = None    # memory cgroup limit (reclaim at charge time)
+    swappiness: int = 60
+    zram: str | None = None                 # "ALGO:SIZE", e.g. "lz4:2G"
+    policy: str = "stock"
+    policy_param: int = 0
+    min_free_kbytes: int = 0                # 0: computed as the kernel does from RAM
+    watermark_scale_factor: int = 10
+    read_ahead_kb: int = 8192
+    max_sectors_kb: int = 4096
+    fault_around_bytes: int = 65536
+    prefault_young: bool = True
+    max_folio_order: int = 9                # ext4 large folios (6.16+) up to PMD order
+    lmk: bool = False
+    swap_zeromap: bool = True               # Linux 6.12+: zero pages swap to a bitmap (swpout_zero), not zram
+    exec_folio_order: int = 0               # Linux 6.17+: exec faults read forward in the vma, folios of
+                                            # this order (x86 0, arm64 4); -1: older kernels read around
+    # storage time (bio.c): a read's latency and bandwidth; 0: reads complete at once. threads: how
+    # many share a graph node (events at one trace time): while one waits for a read, the others go
+    # on. The task's own work moves the clock reads complete against: per page swapped in (a
+    # same-filled or zeromap one: zero_page_us), swapped out, scanned, and per file folio dropped
+    # (kmemsim.device.Device.task_costs gives them all from a profile)
+    io_latency_us: float = 0.0
+    io_read_gbps: float = 0.0
+    threads: int = 1
+    swapin_us: float = 0.0
+    zero_page_us: float = 0.0
+    swapout_us: float = 0.0
+    file_folio_us: float = 0.0
+    scan_us: float = 0.0
+    sample_ms: float = 10.0
+    # the memcg statistics reclaim decides by are flushed this often (ms, on the clock reads complete
+    # against): the kernel's own flush runs every 2,000 ms and a memory.stat reader adds its own,
+    # as kmemsim's recorder does every 10 ms; 0 reads them as they are (c_ext/memcontrol.c)
+    stats_flush_ms: float = 0.0
+    # when the first of those flushes falls (ms from the start; the kernel's timer is not the run's,
+    # so it is the run's chance); before it the statistics are the new memcg's: nothing
+    stats_flush_phase_ms: float = 0.0
+
+    def to_c(self, ffi):
+        if self.policy not in POLICIES:
+            raise InputError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
+        if not 0 <= int(self.swappiness) <= 200:
+            raise InputError(f"swappiness {self.swappiness} is outside 0..200")
+        mem = parse_size(self.mem, "--mem") if self.mem is not None else 0
+        memcg = parse_size(self.memcg_limit, "--memcg-limit") if self.memcg_limit is not None else 0
+        if not mem and not memcg:
+            raise InputError("no memory size: give --mem SIZE (device RAM) or --memcg-limit SIZE")
+        zram_pages, algo = 0, 0
+        if self.zram:
+            name, _, size = str(self.zram).partition(":")
+            if name not in ZRAM_ALGOS or not size:
+                raise InputError(f"--zram {self.zram!r}: expected ALGO:SIZE with ALGO one of "
+                                 f"{', '.join(ZRAM_ALGOS)} (e.g. lz4:2G)")
+            algo = ZRAM_ALGOS.index(name)
+            zram_pages = parse_size(size, "--zram size") // PAGE_SIZE
+        c = ffi.new("struct km_config *")
+        c.mem_pages = mem // PAGE_SIZE
+        c.memcg_limit_pages = memcg // PAGE_SIZE
+        if (mem and not c.mem_pages) or (memcg and not c.memcg_limit_pages):
+            raise InputError("memory size below one 4 KiB page")
+        c.swappiness = int(self.swappiness)
+        c.zram_pages = zram_pages
+        c.zram_algo = algo
+        c.min_free_kbytes = int(self.min_free_kbytes)
+        c.watermark_scale_factor = int(self.watermark_scale_factor)
+        c.ra_pages = int(self.read_ahead_kb) // 4
+        c.io_pages = int(self.max_sectors_kb) // 4
+        c.fault_around_pages = max(1, int(self.fault_around_bytes) // PAGE_SIZE)
+        c.prefault_young = int(bool(self.prefault_young))
+        c.max_folio_order = int(self.max_folio_order)
+        c.lmk = int(bool(self.lmk))
+        c.swap_zeromap = int(bool(self.swap_zeromap))
+        if not -1 <= int(self.exec_folio_order) <= 9:
+            raise InputError(f"exec_folio_order {self.exec_folio_order} is outside -1..9")
+        c.exec_folio_order = int(self.exec_folio_order)
+        if self.io_latency_us < 0 or self.io_read_gbps < 0 or int(self.threads) < 1:
+            raise InputError(f"storage time: latency {self.io_latency_us} us, {self.io_read_gbps} GB/s and "
+                             f"{self.threads} threads (want >= 0, >= 0 and >= 1)")
+        costs = (self.swapin_us, self.zero_page_us, self.swapout_us, self.file_folio_us, self.scan_us)
+        if min(costs) < 0:
+            raise InputError(f"task time costs {costs} us: none may be negative")
+        c.swapin_ns, c.zero_ns, c.swapout_ns, c.file_folio_ns, c.scan_ns = (int(round(x * 1e3)) for x in costs)
+        c.io_latency_ns = int(round(self.io_latency_us * 1e3))
+        c.io_ns_per_page = int(round(PAGE_SIZE / self.io_read_gbps)) if self.io_read_gbps else 0
+        c.nr_threads = int(self.threads)
+        c.sample_ns = int(self.sample_ms * 1e6)
+        if self.stats_flush_ms < 0:
+            raise InputError(f"stats_flush_ms {self.stats_flush_ms} is negative")
+        c.stats_flush_ns = int(round(self.stats_flush_ms * 1e6))
+        if not 0 <= self.stats_flush_phase_ms <= max(self.stats_flush_ms, 0):
+            raise InputError(f"stats_flush_phase_ms {self.stats_flush_phase_ms} is outside 0..stats_flush_ms")
+        c.stats_flush_phase_ns = int(round(self.stats_flush_phase_ms * 1e6))
+        c.policy = self.policy.encode()
+        c.policy_param = int(self.policy_param)
+        return c
+
+
+def _unique_inverse(x: np.ndarray):
+    """np.unique(x, return_inverse=True), the inverse as int32, for an integer column such as pid.
+    Without the sort when the values span a small range (pids do): a table of the values present
+    and its running count give the same answer in linear time."""
+    if x.size == 0:
+        u, inv = np.unique(x, return_inverse=True)
+        return u, inv.astype(np.int32)
+    lo, hi = int(x.min()), int(x.max())
+    if lo == hi:                                      # one process: the common case
+        return np.array([lo], x.dtype), np.zeros(x.size, np.int32)
+    if hi - lo > max(1 << 16, x.size):
+        u, inv = np.unique(x, return_inverse=True)
+        return u, inv.reshape(-1).astype(np.int32)
+    off = x.astype(np.int64) - lo
+    present = np.zeros(hi - lo + 1, bool)
+    present[off] = True
+    rank = (np.cumsum(present, dtype=np.int64) - 1).astype(np.int32)
+    return (np.flatnonzero(present) + lo).astype(x.dtype), rank[off]
+
+
+class PageState:
+    """Bits of Result.page_states (km_file_page_states in c_ext/replay.c)."""
+    RESIDENT, ACTIVE, UNEVICTABLE, REFERENCED, SHADOW = 1, 2, 4, 8, 16
+
+
+@dataclass
+class Result:
+    summary: dict                          # kernel-named totals, plus accesses/misses and peaks
+    timeline: pd.DataFrame                 # sampled counters and gauges over trace time
+    per_phase: pd.DataFrame                # counter totals per phase name
+    per_process: pd.DataFrame              # counter totals per pid
+    files: pd.DataFrame                    # per file: pages added/deleted/resident
+    page_states: dict = field(default_factory=dict)   # path -> per-page bits (PageState)
+    config: dict = field(default_factory=dict)
+
+
+class Emulator:
+    def __init__(self, config: Config | None = None, **kw):
+        self.config = config or Config(**kw)
+        self._c = self.config.to_c(ffi)    # validate early: bad configs fail before any work
+
+    def replay(self, trace: Trace, check_invariants: bool = False) -> Result:
+        if not trace.validated:
+            validate(trace)
+        c = trace.cols
+        pids, task = _unique_inverse(c["pid"])
+        # mapping ids: dense, in order of creation (the core indexes vmas by id)
+        maps = c["map"]
+        mm = c["op"] == 2
+        created = maps[mm]
+        dense = np.full(int(maps.max(initial=-1)) + 2, -1, np.int32)   # dense[-1] is -1: no mapping
+        dense[created] = np.arange(len(created), dtype=np.int32)
+        if maps.min(initial=0) >= -1:
+            # ids already dense and in order (builders make them so): the column maps to itself
+            same = len(created) == len(dense) - 1 and np.array_equal(created, np.arange(len(created)))
+            mapcol = maps if same else dense[maps]
+        else:
+            mapcol = np.where(maps >= 0, dense[np.clip(maps, 0, None)], -1).astype(np.int32)
+        files = sorted(trace.meta.get("files", []), key=lambda f: f["id"])
+        fid_dense = {int(f["id"]): i for i, f in enumerate(files)}
+        arg = c["arg"]
+        flags = c["flags"]
+        if files and any(k != v for k, v in fid_dense.items()):
+            arg = arg.copy()                          # the trace's own columns stay as they are
+            flags = flags.copy()
+            lut = np.vectorize(lambda x: fid_dense.get(int(x), x), otypes=[np.int64])
+            fm = mm & (arg >= 0)
+            arg[fm] = lut(arg[fm])
+            fa = np.isin(c["op"], [7, 11])
+            flags[fa] = lut(flags[fa].astype(np.int64)).astype(np.uint32)
+        file_pages = np.array([int(f["pages"]) for f in files], np.int64)
+        phases = list(trace.meta.get("phases", []))
+
+        emu = lib.km_new(self._c, len(files), ffi.from_buffer("int64_t[]", file_pages),
+                         len(phases), len(pids))
+        if emu == ffi.NULL:
+            raise InputError(f"unknown policy {self.config.policy!r}")
+        try:
+            cols = {k: np.ascontiguousarray(v) for k, v in
+                    dict(t=c["t"], task=task, op=c["op"], map=mapcol, page=c["page"],
+                         npages=c["npages"], arg=arg, flags=flags).items()}
+            t0 = time.perf_counter()
+            rc = lib.km_replay(emu, len(trace),
+                               ffi.from_buffer("int64_t[]", cols["t"]),
+                               ffi.from_buffer("int32_t[]", cols["task"]),
+                               ffi.from_buffer("uint8_t[]", cols["op"]),
+                               ffi.from_buffer("int32_t[]", cols["map"]),
+                               ffi.from_buffer("int64_t[]", cols["page"]),
+                               ffi.from_buffer("int64_t[]", cols["npages"]),
+                               ffi.from_buffer("int64_t[]", cols["arg"]),
+                               ffi.from_buffer("uint32_t[]", cols["flags"]))
+            self.core_seconds = time.perf_counter() - t0   # the C event loop alone (bench reports it)
+            if rc != 0:
+                raise InputError("trace rejected by the emulator: " + ffi.string(lib.km_error(emu)).decode())
+            if check_invariants and lib.km_check_invariants(emu) != 0:
+                raise AssertionError("invariant broken: " + ffi.string(lib.km_error(emu)).decode())
+            return self._result(emu, pids, phases, files)
+        finally:
+            lib.km_free(emu)
+
+    def _result(self, emu, pids, phases, files) -> Result:
+        nc, ng = len(COUNTERS), len(GAUGES)
+        tot = np.zeros(nc, np.uint64)
+        lib.km_counters(emu, ffi.from_buffer("uint64_t[]", tot))
+        g = np.zeros(ng, np.int64)
+        lib.km_gauges(emu, ffi.from_buffer("int64_t[]", g))
+        rows = lib.km_timeline_rows(emu)
+        tl = np.zeros((rows, 2 + nc + ng), np.int64)
+        if rows:
+            lib.km_timeline(emu, ffi.from_buffer("int64_t[]", tl))
+        timeline = pd.DataFrame(tl, columns=["t", "phase"] + COUNTERS + GAUGES)
+        timeline["phase"] = [phases[i] if 0 <= i < len(phases) else "" for i in timeline["phase"]]
+        per_task = np.zeros((len(pids), nc), np.uint64)
+        lib.km_task_counters(emu, ffi.from_buffer("uint64_t[]", per_task))
+        per_phase = np.zeros((max(1, len(phases)), nc), np.uint64)
+        lib.km_phase_counters(emu, ffi.from_buffer("uint64_t[]", per_phase))
+        fs = np.zeros((len(files), 3), np.int64)
+        if files:
+            lib.km_file_stats(emu, ffi.from_buffer("int64_t[]", fs))
+        states = {}
+        for i, f in enumerate(files):
+            st = np.zeros(int(f["pages"]), np.uint8)
+            lib.km_file_page_states(emu, i, ffi.from_buffer("uint8_t[]", st))
+            states[f["path"]] = st
+        summary = {k: int(v) for k, v in zip(COUNTERS, tot)}
+        summary.update({k: int(v) for k, v in zip(GAUGES, g)})
+        summary["peak_resident_bytes"] = summary.pop("peak_resident") * PAGE_SIZE
+        summary["peak_memory_bytes"] = summary.pop("peak_memory") * PAGE_SIZE
+        return Result(
+            summary=summary,
+            timeline=timeline,
+            per_phase=pd.DataFrame(per_phase[:len(phases)].astype(np.int64), index=pd.Index(phases, name="phase"),
+                                   columns=COUNTERS),
+            per_process=pd.DataFrame(per_task.astype(np.int64), index=pd.Index(pids, name="pid"), columns=COUNTERS),
+            files=pd.DataFrame({"path": [f["path"] for f in files], "pages_added": fs[:, 0],
+                                "pages_deleted": fs[:, 1], "resident_pages": fs[:, 2]}),
+            page_states=states,
+            config=asdict(self.config),
+        )

@@ -1,0 +1,637 @@
+"""`kmemsim profile`: measure this machine into a device profile (workloads/devices/this-machine.toml).
+
+- storage: O_DIRECT reads at several I/O sizes (queue depth 1, random aligned offsets, the sizes in
+  turns) on a temp file of random data; without O_DIRECT (e.g. tmpfs), posix_fadvise(DONTNEED)
+  then pread. Per-I/O latency = the 4 KiB time less its transfer at the best bandwidth seen; per
+  size, the table keeps the bandwidth that reproduces the measured median time:
+  t(S) = latency + S / bandwidth(S). Then the size readahead reads in, max_sectors_kb, as readahead
+  reads it: a cold file of random data mapped with MAP_POPULATE (readahead_bandwidth()); the
+  emulator's reads run at that size's bandwidth (device.task_costs).
+- zram: as root, a real zram device (hot_add, disksize, O_DIRECT writes = compress, reads =
+  decompress, then hot_remove) for each algorithm the kernel offers; otherwise, and for algorithms
+  the kernel lacks, the python lz4 / zstandard packages, one call per 4 KiB page as zram
+  does, on pages of realistic content (fp16 activations, int8 weights, heap-like structs). The file says which was used per algorithm.
+- compute: llama.cpp (llama-cpp-python) prefill and decode speed on a small synthetic q8_0 model
+  (kmemsim.synth.write_model), expressed per weight byte (the roofline kmemsim.timing uses).
+- reclaim: as root, the time memcg reclaim takes per file folio it drops and per anonymous page it
+  swaps out to zram: a process scans a mapped file four times its cgroup (no swap), then one writes
+  an anonymous buffer three times its cgroup (zram); each runs recorded (kmemsim.recorder: the
+  folios and pages) and again unrecorded (the time: the memory stall PSI counts, as the recorder's
+  probes slow reclaim); each cost is the median of three such runs.
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import platform
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..core.errors import InputError
+
+IO_KB = [4, 16, 64, 128, 512, 2048]
+
+
+# ------------------------------------------------------------------------------------------------
+# storage
+
+def _aligned(n):
+    return mmap.mmap(-1, n)
+
+
+def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None, rounds=4) -> dict:
+    d = dir or os.environ.get("TMPDIR") or "/var/tmp"
+    fd, path = tempfile.mkstemp(dir=d, prefix=".kmemsim-profile-")
+    try:
+        chunk = np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+        with os.fdopen(fd, "wb") as f:
+            for i in range(file_mb):
+                f.write(chunk[i % 4096:] + chunk[:i % 4096])
+            f.flush()
+            os.fsync(f.fileno())
+        size = file_mb << 20
+        method = "O_DIRECT pread, queue depth 1"
+        try:
+            rfd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+            direct = True
+        except OSError:
+            rfd = os.open(path, os.O_RDONLY)
+            direct = False
+            method = "posix_fadvise(DONTNEED) + pread, queue depth 1 (no O_DIRECT here)"
+        rng = np.random.default_rng(1)
+        # the sizes take turns, `rounds` times over, so a slow spell of a shared disk (a VM's) lands
+        # on every size and not on the one measured then
+        samples = {kb: [] for kb in IO_KB}
+        try:
+            for _ in range(rounds):
+                for kb in IO_KB:
+                    n = kb << 10
+                    buf = _aligned(n)
+                    ts = samples[kb]
+                    t_end, first = time.perf_counter() + seconds_per_size / rounds, len(ts)
+                    while time.perf_counter() < t_end or len(ts) - first < 8:
+                        off = int(rng.integers(0, size // n)) * n
+                        if not direct:
+                            os.posix_fadvise(rfd, off, n, os.POSIX_FADV_DONTNEED)
+                        t0 = time.perf_counter()
+                        try:
+                            got = os.preadv(rfd, [buf], off)
+                        except OSError:
+                            if not direct:
+                                raise
+                            os.close(rfd)
+                            rfd = os.open(path, os.O_RDONLY)
+                            direct = False
+                            method = "posix_fadvise(DONTNEED) + pread, queue depth 1 (O_DIRECT refused)"
+                            continue
+                        ts.append(time.perf_counter() - t0)
+                        if got != n:
+                            raise InputError(f"profile: short read on {path}")
+                        if len(ts) - first > 20000:
+                            break
+            times = [float(np.median(samples[kb])) for kb in IO_KB]
+            if progress:
+                progress("storage: " + ", ".join(f"{kb} KiB {t * 1e6:.0f} us" for kb, t in zip(IO_KB, times)))
+        finally:
+            os.close(rfd)
+        ra = readahead_bandwidth(path, file_mb, rounds)      # the same file, dropped again
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    S = np.array(IO_KB, float) * 1024
+    t = np.array(times)
+    # per-I/O latency: the 4 KiB time less its transfer at the best bandwidth seen at any size
+    a = float(max(0.0, t[0] - S[0] / float((S / t).max())))
+    bw = S / np.maximum(t - a, 1e-9)
+    out = {"method": method, "dir": d, "io_kb": list(IO_KB), "measured_us": [round(x * 1e6, 2) for x in t],
+           "latency_us": [round(a * 1e6, 2)] * len(IO_KB), "bandwidth_gbps": [round(x / 1e9, 4) for x in bw]}
+    max_kb = _read_ahead_kb(d)[1]
+    # the requests only readahead issues, max_sectors_kb: "readahead" is the point in the table
+    # (None where there is none, e.g. no block queue)
+    out["readahead"] = ra if ra and max_kb > IO_KB[-1] else None
+    if out["readahead"]:
+        out["io_kb"].append(max_kb)
+        out["latency_us"].append(out["latency_us"][0])
+        out["bandwidth_gbps"].append(round(ra["gbps"], 4))
+    return out
+
+
+def readahead_bandwidth(path, file_mb, rounds=4) -> dict | None:
+    """The storage as the kernel's readahead reads it: storage()'s file of random data mapped
+    with MAP_POPULATE, as llama.cpp loads a model. Its large folios go out as max_sectors_kb requests,
+    which O_DIRECT from a user buffer does not issue (its bios are cut at the buffer's pages: 1-1.6
+    MiB requests on virtio here, and slower). The file's pages are dropped first
+    (POSIX_FADV_DONTNEED); the median of `rounds` (the first round can pay the guest's first touch
+    of the memory). The readahead ramp's first windows are small: 256 MiB (the profile's file)
+    keeps them a small part, where 32 MiB reads at half the rate here. None where the file cannot
+    be dropped or mapped."""
+    size = file_mb << 20
+    ts = []
+    try:
+        for _ in range(rounds):
+            rfd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(rfd, 0, 0, os.POSIX_FADV_DONTNEED)
+                t0 = time.perf_counter()
+                m = mmap.mmap(rfd, size, mmap.MAP_SHARED | mmap.MAP_POPULATE, mmap.PROT_READ)
+                ts.append(time.perf_counter() - t0)
+                m.close()
+            finally:
+                os.close(rfd)
+    except (OSError, ValueError):
+        return None
+    t = float(np.median(ts))
+    return {"gbps": size / t / 1e9, "seconds": [round(x, 4) for x in ts], "file_mb": file_mb}
+
+
+# ------------------------------------------------------------------------------------------------
+# zram
+
+def sample_pages(n_pages=2048, seed=0) -> bytes:
+    """4 KiB pages of realistic anonymous content: fp16 activations, int8 weights, heap-like structs
+    (no zero pages: zram stores those without compressing)."""
+    rng = np.random.default_rng(seed)
+    k = n_pages // 3
+    fp16 = rng.normal(0, 1, k * 2048).astype(np.float16).tobytes()
+    q8 = np.clip(rng.normal(0, 30, k * 4096), -127, 127).astype(np.int8).tobytes()
+    m = n_pages - 2 * k
+    rec = np.zeros((m * 4096 // 32, 4), np.int64)         # 32-byte structs: pointer, small ints, flags
+    rec[:, 0] = 0x7f0000000000 + rng.integers(0, 1 << 24, len(rec)) * 16
+    rec[:, 1] = rng.integers(0, 100, len(rec))
+    rec[:, 2] = rng.integers(0, 4, len(rec))
+    rec[:, 3] = rng.choice([0, 1, -1], len(rec))
+    return fp16 + q8 + rec.tobytes()
+
+
+def _py_codec(algo):
+    if algo == "lz4":
+        import lz4.block as lb
+        return (lambda p: lb.compress(p, store_size=False)), (lambda c: lb.decompress(c, uncompressed_size=4096))
+    if algo == "zstd":
+        import zstandard as zs
+        cc, dc = zs.ZstdCompressor(level=1), zs.ZstdDecompressor()   # zram's zstd default level is 1... 3
+        return cc.compress, (lambda c: dc.decompress(c, max_output_size=4096))
+    return None
+
+
+def zram_python(algo, pages: bytes, rounds=3) -> dict | None:
+    codec = _py_codec(algo)
+    if codec is None:
+        return None
+    comp, decomp = codec
+    n = len(pages) // 4096
+    views = [pages[i * 4096:(i + 1) * 4096] for i in range(n)]
+    best_c, best_d = 1e9, 1e9
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        cs = [comp(v) for v in views]
+        t1 = time.perf_counter()
+        for c in cs:
+            decomp(c)
+        t2 = time.perf_counter()
+        best_c, best_d = min(best_c, t1 - t0), min(best_d, t2 - t1)
+    ratio = len(pages) / sum(len(c) for c in cs)
+    return {"compress_gbps": len(pages) / best_c / 1e9, "decompress_gbps": len(pages) / best_d / 1e9,
+            "ratio": ratio, "method": f"python {algo} package, one 4 KiB page per call (includes call overhead)"}
+
+
+def zram_kernel_algos() -> list[str]:
+    p = Path("/sys/block/zram0/comp_algorithm")
+    if p.exists():
+        return [a.strip("[]") for a in p.read_text().split()]
+    return []
+
+
+def zram_real(algo, pages: bytes) -> dict | None:
+    """Compress/decompress through a real zram block device (root). Leaves no device behind."""
+    ctl = Path("/sys/class/zram-control")
+    if os.geteuid() != 0 or not (ctl / "hot_add").exists():
+        return None
+    try:
+        idx = int((ctl / "hot_add").read_text().strip())
+    except OSError:
+        return None
+    sysd = Path(f"/sys/block/zram{idx}")
+    dev = f"/dev/zram{idx}"
+    try:
+        (sysd / "comp_algorithm").write_text(algo)
+        size = len(pages)
+        (sysd / "disksize").write_text(str(size * 2))
+        for _ in range(50):
+            if os.path.exists(dev):
+                break
+            time.sleep(0.02)
+        buf = _aligned(size)
+        buf.write(pages)
+        best_c, best_d = 1e9, 1e9
+        for _ in range(3):
+            fd = os.open(dev, os.O_RDWR | os.O_DIRECT)
+            try:
+                t0 = time.perf_counter()
+                os.pwritev(fd, [buf], 0)
+                t1 = time.perf_counter()
+                rb = _aligned(size)
+                os.preadv(fd, [rb], 0)
+                t2 = time.perf_counter()
+            finally:
+                os.close(fd)
+            best_c, best_d = min(best_c, t1 - t0), min(best_d, t2 - t1)
+        mm = (sysd / "mm_stat").read_text().split()
+        ratio = int(mm[0]) / max(1, int(mm[1]))
+        return {"compress_gbps": size / best_c / 1e9, "decompress_gbps": size / best_d / 1e9, "ratio": ratio,
+                "method": f"real zram device (/dev/zram{idx}, {algo}), O_DIRECT write/read of {size >> 20} MiB"}
+    except OSError:
+        return None
+    finally:
+        try:
+            (sysd / "reset").write_text("1")
+        except OSError:
+            pass
+        try:
+            (ctl / "hot_remove").write_text(str(idx))
+        except OSError:
+            pass
+
+
+def zram(progress=None, real=True) -> dict:
+    pages = sample_pages()
+    kernel = set(zram_kernel_algos()) if real else set()
+    out = {}
+    for algo in ("lz4", "zstd", "lzo", "lzo-rle"):
+        r = zram_real(algo, pages) if algo in kernel else None
+        if r is None:
+            r = zram_python(algo, pages)
+        if r is None:
+            continue
+        out[algo] = r
+        if progress:
+            progress(f"zram {algo}: compress {r['compress_gbps']:.2f} GB/s, decompress "
+                     f"{r['decompress_gbps']:.2f} GB/s ({r['method'].split(',')[0]})")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# compute (llama.cpp)
+
+def step_cost(path: str) -> tuple[int, int, int]:
+    """(weight bytes, MACs per token row, MACs per output row) of a llama_decode step of the model at
+    path, as kmemsim.engine.time.compute.TimeModel counts them."""
+    from ..engine.time.compute import TimeModel
+    from ..workload import llama as lw
+    from ..core.trace import TraceBuilder
+    s = lw.LlamaSession(path, TraceBuilder(source="profile"), time_model=TimeModel(1.0, 1.0))
+    return s.step_weight_bytes, *s.step_macs
+
+
+def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, path=None) -> dict | None:
+    """llama.cpp's speed as TimeModel's two rates, on a synthetic model (or the GGUF at path): each
+    round times, after a warm-up, a prefill of each size in `prompts` (one output row) and `decode`
+    steps (one token row, its output; their median), and fits t = W / weight_gbps + MACs /
+    matmul_gmac_s by least squares over those points (W is the same for all, so the line's slope gives
+    the MAC rate and its intercept the streaming time). The rates are the median over the rounds:
+    on a shared 2-CPU machine one round in a few is slowed (steal) and tilts its line."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    from ..workload import synth
+    with tempfile.TemporaryDirectory(prefix="kmemsim-profile-") as d:
+        if path is None:
+            # a 1B model's layers (60 M MACs per token each), so the matmuls outweigh the per-node work
+            # as in the models users run; a Qwen3-0.6B-shaped one (13 M) measured 15% fewer MAC/s
+            path = synth.write_model(os.path.join(d, "m.gguf"), "Llama-3.2-1B", "q8_0", layers=4, progress=False)
+            name = "synthetic Llama-3.2-1B shape, 4 layers, q8_0 (kmemsim.synth.write_model)"
+        else:
+            name = os.path.basename(path)
+        wbytes, m_tok, m_out = step_cost(path)
+        from ..workload.llama.cb_eval import _quiet
+        _quiet(llama_cpp)
+        llama_cpp.llama_backend_init()
+        mp = llama_cpp.llama_model_default_params()
+        model = llama_cpp.llama_model_load_from_file(path.encode(), mp)
+        if not model:
+            return None
+        n_max = max(prompts)
+        cp = llama_cpp.llama_context_default_params()
+        cp.n_ctx = n_max + decode + 16
+        cp.n_batch = cp.n_ubatch = n_max
+        cp.n_threads = cp.n_threads_batch = int(threads)
+        lctx = llama_cpp.llama_init_from_model(model, cp)
+        try:
+            vocab = llama_cpp.llama_model_get_vocab(model)
+            nv = llama_cpp.llama_vocab_n_tokens(vocab)
+            toks = [int(x) for x in np.random.default_rng(0).integers(300, nv, n_max)]
+            mem = llama_cpp.llama_get_memory(lctx)
+
+            def run(n):
+                arr = (llama_cpp.llama_token * n)(*toks[:n])
+                t0 = time.perf_counter()
+                if llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(arr, n)) != 0:
+                    raise RuntimeError("llama_decode failed")
+                return time.perf_counter() - t0
+
+            run(n_max)                                           # warm-up
+            fits, pre, dec = [], {n: [] for n in prompts}, []
+            macs = np.array([m_tok + m_out] + [n * m_tok + m_out for n in prompts], float)
+            for _ in range(rounds):
+                for n in prompts:
+                    llama_cpp.llama_memory_clear(mem, True)
+                    pre[n].append(run(n))
+                dec.append(float(np.median([run(1) for _ in range(decode)])))   # after the prefill's cells
+                slope, icpt = np.polyfit(macs, [dec[-1]] + [pre[n][-1] for n in prompts], 1)
+                if slope > 0 and icpt > 0:
+                    fits.append((wbytes / icpt / 1e9, 1.0 / slope / 1e9))
+        except RuntimeError:
+            return None
+        finally:
+            llama_cpp.llama_free(lctx)
+            llama_cpp.llama_model_free(model)
+    if not fits:
+        return None
+    r = {"model": name, "weight_bytes_per_step": int(wbytes), "macs_per_token": int(m_tok),
+         "macs_per_output": int(m_out), "prefill_s": {int(n): float(np.median(v)) for n, v in pre.items()},
+         "decode_s": float(np.median(dec)), "rounds": len(fits),
+         "weight_gbps": float(np.median([f[0] for f in fits])),
+         "matmul_gmac_s": float(np.median([f[1] for f in fits])),
+         "llama_cpp": getattr(llama_cpp, "__version__", "?")}
+    if progress:
+        progress(f"llama.cpp: {r['matmul_gmac_s']:.1f} GMAC/s, weights streamed at {r['weight_gbps']:.1f} GB/s")
+    return r
+
+
+# ------------------------------------------------------------------------------------------------
+# reclaim
+
+# How the profile is measured, for the caches of measured profiles (validate.boot_profile_path):
+# 2 since session 15, which times reclaim unrecorded (its recorded time was 2-7 times as long); 3
+# since the recorder drains ring buffers in bulk (session 16), which changed the recorded costs; 5
+# since the reclaim costs are the median of three benchmark runs and the storage sizes take turns
+# (session 20; 4 was branch reclaim-call-cost's); 6 since the storage table ends with readahead's
+# max_sectors_kb requests, a cold file's MAP_POPULATE (session 23).
+METHOD = 6
+
+RECLAIM_FILE = textwrap.dedent("""
+    import mmap, os, sys
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+    m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+    total = sum(m[off] for _ in range(2) for off in range(0, size, 4096))
+""")
+RECLAIM_ANON = textwrap.dedent("""
+    import sys
+    src = open(sys.argv[1], "rb").read()
+    buf = bytearray(int(sys.argv[2]))
+    for _ in range(2):
+        for off in range(0, len(buf), len(src)):
+            buf[off:off + len(src)] = src[:len(buf) - off]
+""")
+
+
+def _memory_stall_us():
+    """The machine's memory stall time so far (/proc/pressure/memory, `some` total, us), or None
+    without PSI."""
+    try:
+        with open("/proc/pressure/memory") as f:
+            return next(int(line.rsplit("total=", 1)[1]) for line in f if line.startswith("some "))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def _reclaim_run(script, args, d, limit, zram):
+    """Run script under the recorder in a cgroup of `limit` bytes, then again unrecorded; returns
+    (the unrecorded run's reclaim seconds or None without PSI, file folios dropped
+    (mm_filemap_delete_from_page_cache records), their pages, pages swapped out, the recorded run's
+    reclaim seconds). The recorder's probes fire inside reclaim (a page-cache delete per folio
+    dropped, a bio per page swapped) and slow it, so the unobserved seconds are the unrecorded run's
+    memory stall (PSI, psi_memstall_enter() around try_to_free_mem_cgroup_pages()); PSI averages
+    the stall over the CPUs busy at the time, so it is the benchmark's own while the rest of the
+    machine idles."""
+    import pandas as pd
+    from .recorder import run_command
+    path = os.path.join(d, "child.py")
+    Path(path).write_text(script)
+    argv = [sys.executable, path, *map(str, args)]
+    out = os.path.join(d, "run")
+    rc = run_command(argv, out, mem_limit=str(limit), zram=zram, swappiness=60, drop_caches=True,
+                     smaps_interval=0)
+    if rc != 0:
+        raise InputError(f"kmemsim profile: the reclaim benchmark's child failed (exit {rc}); see {out}")
+    s = json.loads(Path(out, "summary.json").read_text())
+    f = pd.read_parquet(os.path.join(out, "raw", "filemap.parquet"), columns=["kind", "order"])
+    # the filemap records are adds, deletes and mm_filemap_fault: only a delete is a folio dropped
+    de = f[f["kind"] == "delete"]
+    recorded = s["reclaim"]["memcg_reclaim_ns"] * 1e-9
+    before = _memory_stall_us()
+    quiet = os.path.join(d, "unrecorded")
+    rc = run_command(argv, quiet, mem_limit=str(limit), zram=zram, swappiness=60, drop_caches=True,
+                     record=False)
+    after = _memory_stall_us()
+    if rc != 0:
+        raise InputError(f"kmemsim profile: the reclaim benchmark's child failed unrecorded (exit {rc}); see {quiet}")
+    stall = (after - before) * 1e-6 if before is not None and after is not None else None
+    return (stall, len(de), int(np.left_shift(1, de["order"].to_numpy(np.int64)).sum()), int(s["swap_out_pages"]),
+            recorded)
+
+
+def reclaim(dir=None, progress=None, rounds=3) -> dict | None:
+    """Memcg reclaim's own time per file folio it drops and per anonymous page it swaps out. What it
+    does per folio: folio_referenced() and try_to_unmap() walk the rmap and flush the TLB,
+    __remove_mapping() deletes the folio from the page cache; per swapped page also add_to_swap() and
+    zram's compression. Each cost is the median over `rounds` runs of the benchmark: one run's
+    recorded cost per folio moved 2.1-13.8 us on this project's shared 2-CPU VM. Root only (cgroups,
+    zram, tracepoints); None otherwise."""
+    if os.geteuid() != 0:
+        if progress:
+            progress("reclaim: needs root (cgroup, zram, tracepoints); [estimate] left in the profile")
+        return None
+    limit = 64 << 20
+    base = dir or os.environ.get("TMPDIR") or "/var/tmp"
+    runs = []
+    with tempfile.TemporaryDirectory(dir=base, prefix=".kmemsim-reclaim-") as d:
+        path = os.path.join(d, "file")
+        chunk = np.random.default_rng(2).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+        with open(path, "wb") as f:
+            for i in range(4 * (limit >> 20)):
+                f.write(chunk[i % 4096:] + chunk[:i % 4096])
+        src = os.path.join(d, "pages")
+        Path(src).write_bytes(sample_pages(2048))
+        for i in range(rounds):
+            os.makedirs(os.path.join(d, f"f{i}"))
+            file_run = _reclaim_run(RECLAIM_FILE, [path], os.path.join(d, f"f{i}"), limit, None)
+            os.makedirs(os.path.join(d, f"a{i}"))
+            anon_run = _reclaim_run(RECLAIM_ANON, [src, 3 * limit], os.path.join(d, f"a{i}"), limit, "lz4:1G")
+            runs.append(_reclaim_costs(file_run, anon_run, limit))
+    # per figure, the median over the rounds; the counts and seconds are the median round's
+    med = sorted(runs, key=lambda r: r["file_folio_us"])[len(runs) // 2]
+    r = dict(med, rounds=len(runs),
+             **{k: float(np.median([x[k] for x in runs])) for k in ("file_folio_us", "swap_page_us")})
+    if all("recorded" in x for x in runs):
+        r["recorded"] = {k: float(np.median([x["recorded"][k] for x in runs])) for k in ("file_folio_us", "swap_page_us")}
+    r["file_folio_us_rounds"] = [round(x["file_folio_us"], 2) for x in runs]
+    if progress:
+        progress(f"reclaim: {r['file_folio_us']:.1f} us per file folio dropped ({r['file_folios']} folios), "
+                 f"{r['swap_page_us']:.1f} us per page swapped out ({r['swapped_pages']} pages, lz4); "
+                 f"median of {len(runs)} runs")
+    return r
+
+
+def _reclaim_costs(file_run, anon_run, limit) -> dict:
+    """One round of the reclaim benchmark (two _reclaim_run results): per file folio dropped, then
+    per page swapped (the rest of the anonymous run's time); unrecorded (PSI) where the machine has
+    it, and as recorded."""
+    sec, folios, pages, _, sec_rec = file_run
+    sec2, folios2, _, swapped, sec2_rec = anon_run
+
+    def costs(file_s, anon_s):
+        file_us = file_s * 1e6 / max(folios, 1)
+        return file_us, max(0.0, anon_s * 1e6 - folios2 * file_us) / max(swapped, 1)
+    psi = sec is not None and sec2 is not None
+    file_us, swap_us = costs(sec, sec2) if psi else costs(sec_rec, sec2_rec)
+    r = {"file_folio_us": file_us, "swap_page_us": swap_us, "file_folios": folios, "file_pages": pages,
+         "file_s": sec if psi else sec_rec, "swapped_pages": swapped, "anon_s": sec2 if psi else sec2_rec,
+         "limit": limit, "time": "psi" if psi else "recorded", "file_s_recorded": sec_rec,
+         "anon_s_recorded": sec2_rec}
+    if psi:                             # what a recorded run pays (validate predicts its runs so)
+        r["recorded"] = dict(zip(("file_folio_us", "swap_page_us"), costs(sec_rec, sec2_rec)))
+    return r
+
+
+# ------------------------------------------------------------------------------------------------
+
+def measure(progress=None, storage_dir=None, quick=False) -> dict:
+    st = storage(storage_dir, file_mb=64 if quick else 256, seconds_per_size=0.15 if quick else 0.4,
+                 progress=progress)
+    zr = zram(progress)
+    cp = compute(prompts=(16, 64) if quick else (32, 128), decode=8 if quick else 32, rounds=2 if quick else 5,
+                 progress=progress)
+    rc = reclaim(storage_dir, progress)
+    return {"storage": st, "zram": zr, "compute": cp, "reclaim": rc}
+
+
+def _mem_total():
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _read_ahead_kb(d):
+    try:
+        dev = os.stat(d).st_dev
+        maj, mn = os.major(dev), os.minor(dev)
+        p = Path(f"/sys/dev/block/{maj}:{mn}")
+        for q in (p / "queue", p.resolve().parent / "queue"):
+            if (q / "read_ahead_kb").exists():
+                return int((q / "read_ahead_kb").read_text()), int((q / "max_sectors_kb").read_text())
+    except (OSError, ValueError):
+        pass
+    return 128, 512
+
+
+def compute_toml(cp: dict | None) -> str:
+    """The [compute] section's body for a compute() result."""
+    if not cp:
+        return "# llama-cpp-python missing: [estimate] placeholders\nweight_gbps = 10.0\nmatmul_gmac_s = 50.0"
+    pre = ", ".join(f"{n} tokens {v * 1e3:.1f} ms" for n, v in cp["prefill_s"].items())
+    return (f"# measured: {cp['model']}, llama-cpp-python {cp['llama_cpp']}, 2 threads: a step streams "
+            f"{cp['weight_bytes_per_step'] / 2**20:.1f} MiB\n# of weights, {cp['macs_per_token'] / 1e6:.1f} M "
+            f"MACs per token row and {cp['macs_per_output'] / 1e6:.1f} M more per output row;\n"
+            f"# medians: decode {cp['decode_s'] * 1e3:.1f} ms, prefill {pre}.\n"
+            "# t = bytes / weight_gbps + MACs / matmul_gmac_s (kmemsim.engine.time.compute.TimeModel), least squares\n"
+            f"# per round, median of {cp['rounds']} rounds\n"
+            f"weight_gbps = {cp['weight_gbps']:.3f}\nmatmul_gmac_s = {cp['matmul_gmac_s']:.3f}")
+
+
+def to_toml(m: dict) -> str:
+    st, zr, cp = m["storage"], m["zram"], m["compute"]
+    ram = _mem_total()
+    ra, ms = _read_ahead_kb(st["dir"])
+    try:
+        fa = int(Path("/sys/kernel/mm/transparent_hugepage/../../debug/fault_around_bytes").read_text())
+    except (OSError, ValueError):
+        fa = 65536
+    algo = "lz4" if "lz4" in zr else (sorted(zr)[0] if zr else "lz4")
+    q = lambda xs: "[" + ", ".join(f"{x:g}" for x in xs) + "]"
+    key = lambda a: '"lzo-rle"' if a == "lzo-rle" else a
+    comp = ", ".join(f"{key(a)} = {r['compress_gbps']:.3f}" for a, r in zr.items())
+    dec = ", ".join(f"{key(a)} = {r['decompress_gbps']:.3f}" for a, r in zr.items())
+    zlines = "\n".join(f"#   {a}: {r['method']}; ratio {r['ratio']:.2f}" for a, r in zr.items())
+    comp_txt = compute_toml(cp)
+    r = st.get("readahead")
+    ra_note = (f"\n# The last size, {st['io_kb'][-1]} KiB (max_sectors_kb), is readahead's: a cold "
+               f"{r['file_mb']} MiB file mapped with\n# MAP_POPULATE, median of "
+               f"{', '.join(f'{x:g}' for x in r['seconds'])} s" if r else "")
+    rc = m.get("reclaim")
+    if rc:
+        how = ("the memory stall (PSI) of the benchmark run again unrecorded; recorded, "
+               f"mm_vmscan_memcg_reclaim_begin/end said {rc['file_s_recorded']:.2f} s and {rc['anon_s_recorded']:.2f} s"
+               if rc.get("time") == "psi" else "mm_vmscan_memcg_reclaim_begin/end, recorded")
+        rec = rc.get("recorded")
+        rec_txt = ("\n# as a run under kmemsim's recorder pays them (validate predicts its recorded runs with these)\n"
+                   f"recorded = {{ file_folio_us = {rec['file_folio_us']:.2f}, swap_page_us = {rec['swap_page_us']:.2f} }}"
+                   if rec else "")
+        rounds = (f"# each cost the median of {rc['rounds']} runs (per file folio: "
+                  f"{', '.join(f'{x:.2f}' for x in rc['file_folio_us_rounds'])} us); the median run:\n"
+                  if rc.get("rounds", 1) > 1 else "")
+        rc_txt = (rounds + f"# measured: memcg reclaim time in a {rc['limit'] >> 20} MiB "
+                  f"cgroup: {rc['file_s']:.2f} s for {rc['file_folios']} file folios ({rc.get('file_pages', 0)} pages) dropped\n"
+                  f"# (a mapped file scanned, no swap), {rc['anon_s']:.2f} s for {rc['swapped_pages']} pages "
+                  f"swapped out (anonymous, lz4 zram)\n# ({how})\n"
+                  f"file_folio_us = {rc['file_folio_us']:.2f}\nswap_page_us = {rc['swap_page_us']:.2f}\n"
+                  "scan_us_per_page = 0.0             # in the two above" + rec_txt)
+    else:
+        rc_txt = "scan_us_per_page = 0.15           # [estimate] not measured (kmemsim profile as root measures it)"
+    rel = tuple(int(x) for x in (platform.release().split("-")[0].split(".") + ["0"])[:2] if x.isdigit())
+    exec_order = (0 if platform.machine() in ("x86_64", "AMD64") else 4) if rel >= (6, 17) else -1
+    return f"""# This machine, measured by `kmemsim profile` on {time.strftime('%Y-%m-%d %H:%M')} ({platform.node()},
+# {platform.machine()}, kernel {platform.release()}). Re-run it to refresh; edit freely.
+name = "this-machine"
+description = "this machine ({platform.machine()}, {os.cpu_count()} CPUs, {ram / 2**30:.1f} GiB), measured"
+source = "measured by kmemsim profile (storage: {st['method']}; zram: see [zram]; compute: llama.cpp)"
+
+[memory]
+ram = {ram}
+available = {ram // 2}           # half of RAM for what a trace models [estimate]
+
+[kernel]
+read_ahead_kb = {ra}              # this machine's block queue setting
+max_sectors_kb = {ms}
+fault_around_bytes = {fa}
+prefault_young = {'true' if platform.machine() in ('x86_64', 'AMD64') else 'false'}   # x86 prefaults young PTEs, arm64 old
+swappiness = 60
+zram = "{algo}:4G"
+lmk = false
+exec_folio_order = {exec_order}    # 6.17+: exec faults read forward within the vma (x86 order 0, arm64 4); -1 before
+
+[storage]
+# {st['method']} on a temp file of random data in {st['dir']}; median per size (the sizes in turns):
+# measured_us = {q(st['measured_us'])}
+# t(S) = latency + S / bandwidth(S): latency = the 4 KiB time less its transfer at the best bandwidth
+# seen; bandwidth(S) reproduces the measured median time at each size.{ra_note}
+io_kb = {q(st['io_kb'])}
+latency_us = {q(st['latency_us'])}
+bandwidth_gbps = {q(st['bandwidth_gbps'])}
+
+[zram]
+# per algorithm (one core):
+{zlines}
+compress_gbps = {{ {comp} }}
+decompress_gbps = {{ {dec} }}
+zero_page_us = 0.5                # [estimate] fault + clear of a same-filled page
+
+[reclaim]
+{rc_txt}
+
+[compute]
+{comp_txt}
+"""

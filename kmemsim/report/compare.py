@@ -1,0 +1,210 @@
+"""`kmemsim compare`: several policies on the same trace, counts from the emulator and seconds from
+a device profile; writes summary.csv, summary.md, plots and report.html (kmemsim.report)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..core.atomic import atomic_write
+from ..core.errors import InputError
+from ..core.trace import PAGE_SIZE, Trace
+from ..engine.kernel import POLICIES, Config, Emulator, ffi
+from ..engine import managers
+from ..engine.time import serial as timing
+from ..workload import llama as lw, scenario
+from ..workload.llama.graph import step_rows
+from . import html, plots
+from .tables import describe, table_markdown
+
+COLUMNS = ["policy", "peak_memory_bytes", "mean_memory_bytes", "peak_resident_bytes", "storage_read_bytes",
+           "major_faults", "swap_out_bytes", "swap_in_bytes", "ttft_s", "tpot_s", "request_latency_s",
+           "switch_latency_s", "llm_stall_s", "oom_kill", "lmk_kill", "peak_memory_vs_stock_pct",
+           "mean_memory_vs_stock_pct", "ttft_vs_stock_pct", "tpot_vs_stock_pct"]
+
+
+@dataclass
+class Workload:
+    trace: Trace
+    name: str
+    source: str
+    prompts: dict = field(default_factory=dict)   # request label -> new prompt tokens
+    batch: int = 512
+    ubatch: int = 512
+    seqs: int = 1
+    params: dict = field(default_factory=dict)
+
+
+@dataclass
+class PolicyRun:
+    policy: str
+    summary: dict
+    timeline: pd.DataFrame
+    phases: pd.DataFrame
+    metrics: dict
+
+
+@dataclass
+class Comparison:
+    workload: Workload
+    device: object
+    config: dict
+    zram_algo: str
+    runs: list
+    table: pd.DataFrame
+
+
+# ------------------------------------------------------------------------------------------------
+# Input
+
+def workload_from_scenario(path, overrides=(), kv_manager=None) -> Workload:
+    scn = scenario.load(str(path), tuple(overrides))
+    if kv_manager is not None:
+        if scn.llm is None:
+            raise InputError(f"--kv-manager: {path} has no [llm] to keep a KV cache")
+        scn.llm.kv_manager = managers.get(kv_manager).name
+    tr = scenario.build(scn)
+    prompts, batch, ubatch, seqs = {}, 512, 512, 1
+    if scn.llm is not None:
+        for c in scenario.llm_calls(scn, scenario.plan(scn)):
+            prompts[c[5]] = int(c[2])
+        batch, ubatch, seqs = scn.llm.batch, scn.llm.ubatch, scn.llm.paths
+    return Workload(tr, scn.name, f"scenario {path}" + (f" ({', '.join(overrides)})" if overrides else ""),
+                    prompts, batch, ubatch, seqs, {"scenario": str(path), "set": list(overrides),
+                                                   "kv_manager": scn.llm.kv_manager if scn.llm else None})
+
+
+def workload_from_model(path, prompt=256, decode=32, ctx=4096, batch=512, ubatch=512, paths=1,
+                        requests=1, kv_manager=None) -> Workload:
+    tr = lw.generate(str(path), prompt=prompt, decode=decode, ctx=ctx * paths, batch=batch, ubatch=ubatch,
+                     seqs=paths, requests=requests, kv_manager=kv_manager)
+    prompts = {f"request {k}": int(prompt) for k in range(int(requests))}
+    return Workload(tr, Path(path).stem, f"model {path}", prompts, batch, min(ubatch, batch), paths,
+                    {"model": str(path), "prompt": prompt, "decode": decode, "ctx": ctx, "paths": paths,
+                     "kv_manager": tr.meta["llama"][0]["kv_manager"]})
+
+
+def load_workload(path, overrides=(), kv_manager=None, **model_kw) -> Workload:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file")
+    if p.suffix == ".toml":
+        return workload_from_scenario(p, overrides, kv_manager)
+    if p.suffix == ".gguf":
+        if overrides:
+            raise InputError("--set applies to scenario files, not to a model")
+        return workload_from_model(p, kv_manager=kv_manager, **model_kw)
+    raise InputError(f"{path}: expected a model (.gguf) or a scenario (.toml)")
+
+
+def parse_policies(spec) -> list[str]:
+    pols = [p.strip() for p in (spec.split(",") if isinstance(spec, str) else spec) if p.strip()]
+    if not pols:
+        raise InputError("--policies: no policy given")
+    known = POLICIES
+    bad = [p for p in pols if p not in known]
+    if bad:
+        raise InputError(f"--policies: unknown {', '.join(bad)}; known: {', '.join(known)}")
+    if len(set(pols)) != len(pols):
+        raise InputError("--policies: a policy is listed twice")
+    return pols
+
+
+# ------------------------------------------------------------------------------------------------
+# Running
+
+def base_config(dev, mem=None, memcg_limit=None, zram=None, **extra) -> dict:
+    cfg = dev.config_kwargs()
+    if mem is None and memcg_limit is None:
+        mem = dev.available
+    cfg.update(mem=mem, memcg_limit=memcg_limit)
+    if zram is not None:
+        cfg["zram"] = zram
+    cfg.update({k: v for k, v in extra.items() if v is not None})
+    Config(**cfg).to_c(ffi)   # validate early: bad sizes fail before the trace is built
+    return cfg
+
+
+def _mean_memory(tl: pd.DataFrame) -> float:
+    if len(tl) < 2:
+        return float(((tl.nr_file_pages + tl.nr_anon_pages) * PAGE_SIZE + tl.zram_mem_used_total).mean())
+    m = ((tl.nr_file_pages + tl.nr_anon_pages) * PAGE_SIZE + tl.zram_mem_used_total).to_numpy(float)
+    t = tl.t.to_numpy(float)
+    dt = np.diff(t)
+    return float((m[:-1] * dt).sum() / dt.sum()) if dt.sum() > 0 else float(m.mean())
+
+
+def run(wl: Workload, policies, dev, cfg: dict, progress=True) -> Comparison:
+    tr, occ = timing.split_phases(wl.trace)
+    tokens, outputs = step_rows(occ, wl.prompts, wl.batch, wl.ubatch, wl.seqs)
+    algo = dev.zram_algo(cfg.get("zram"))
+    runs = []
+    it = policies
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(policies, desc="compare", unit="policy", leave=False, disable=None)
+        it = bar
+    for pol in it:
+        if bar is not None:
+            bar.set_postfix_str(pol)
+        res = Emulator(Config(**{**cfg, "policy": pol})).replay(tr)
+        pt = timing.phase_times(res.per_phase, occ, dev, algo, tokens, outputs)
+        m = timing.metrics(pt)
+        runs.append(PolicyRun(pol, res.summary, res.timeline, pt, m))
+    return Comparison(wl, dev, cfg, algo, runs, summarize(runs))
+
+
+def summarize(runs) -> pd.DataFrame:
+    rows = []
+    for r in runs:
+        s, m = r.summary, r.metrics
+        rows.append({
+            "policy": r.policy,
+            "peak_memory_bytes": s["peak_memory_bytes"],
+            "mean_memory_bytes": int(_mean_memory(r.timeline)),
+            "peak_resident_bytes": s["peak_resident_bytes"],
+            "storage_read_bytes": s["pgpgin"] * PAGE_SIZE,
+            "major_faults": s["pgmajfault"],
+            "swap_out_bytes": s["pswpout"] * PAGE_SIZE,
+            "swap_in_bytes": s["pswpin"] * PAGE_SIZE,
+            "ttft_s": m["ttft_s"], "tpot_s": m["tpot_s"], "request_latency_s": m["request_latency_s"],
+            "switch_latency_s": m["switch_latency_s"], "llm_stall_s": m["llm_stall_s"],
+            "oom_kill": s["oom_kill"], "lmk_kill": s["lmk_kill"],
+        })
+    df = pd.DataFrame(rows)
+    base = df[df.policy == "stock"]
+    for col, out in [("peak_memory_bytes", "peak_memory_vs_stock_pct"), ("mean_memory_bytes", "mean_memory_vs_stock_pct"),
+                     ("ttft_s", "ttft_vs_stock_pct"), ("tpot_s", "tpot_vs_stock_pct")]:
+        if len(base) and float(base[col].iloc[0]) > 0:
+            df[out] = (df[col] / float(base[col].iloc[0]) - 1.0) * 100.0
+        else:
+            df[out] = np.nan
+    return df[COLUMNS]
+
+
+# ------------------------------------------------------------------------------------------------
+# Output
+
+def write(cmp: Comparison, out_dir) -> dict:
+    """All outputs into out_dir (created); each file written atomically. Returns name -> path."""
+    from . import html as report
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"-o {out_dir}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    csv = cmp.table.to_csv(index=False)
+    atomic_write(out / "summary.csv", csv); paths["summary.csv"] = out / "summary.csv"
+    md = f"# kmemsim compare\n\n{describe(cmp)}\n\n{table_markdown(cmp.table)}\n"
+    atomic_write(out / "summary.md", md); paths["summary.md"] = out / "summary.md"
+    ph = pd.concat([r.phases.assign(policy=r.policy) for r in cmp.runs])
+    atomic_write(out / "phases.csv", ph.to_csv()); paths["phases.csv"] = out / "phases.csv"
+    pngs = plots.comparison(cmp)
+    for name, data in pngs.items():
+        atomic_write(out / name, data)
+        paths[name] = out / name
+    atomic_write(out / "report.html", html.report(cmp, pngs)); paths["report.html"] = out / "report.html"
+    return paths

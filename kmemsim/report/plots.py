@@ -1,0 +1,127 @@
+"""Every figure kmemsim draws, as PNG bytes: a comparison's (memory by class, storage reads, token
+latency) and validation's (predicted beside measured, on the phase axis)."""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt   # noqa: E402
+import numpy as np                # noqa: E402
+
+from ..core.trace import PAGE_SIZE      # noqa: E402
+
+COLORS = {"stock": "#444444", "is": "#1f77b4", "is-tail": "#17becf", "dw": "#d62728", "is+dw": "#2ca02c",
+          "lru": "#9467bd"}
+CLASSES = [  # (label, colour, function of the timeline -> bytes)
+    ("weights (file pages)", "#d62728", lambda tl: tl.nr_weight_file_pages * PAGE_SIZE),
+    ("other file pages (apps, libraries)", "#ff9896", lambda tl: (tl.nr_file_pages - tl.nr_weight_file_pages) * PAGE_SIZE),
+    ("weights (anonymous copies: repack, --no-mmap)", "#ff7f0e", lambda tl: tl.nr_weight_anon_pages * PAGE_SIZE),
+    ("KV cache", "#1f77b4", lambda tl: tl.nr_kv_anon_pages * PAGE_SIZE),
+    ("other anonymous (LLM buffers, app heaps)", "#aec7e8",
+     lambda tl: (tl.nr_anon_pages - tl.nr_kv_anon_pages - tl.nr_weight_anon_pages) * PAGE_SIZE),
+    ("zram pool", "#2ca02c", lambda tl: tl.zram_mem_used_total),
+]
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _color(p, i):
+    return COLORS.get(p, f"C{i}")
+
+
+def memory_plot(cmp) -> bytes:
+    n = len(cmp.runs)
+    fig, axes = plt.subplots(n, 1, figsize=(9, 2.2 * n + 0.6), sharex=True, squeeze=False)
+    top = max(float(((r.timeline.nr_file_pages + r.timeline.nr_anon_pages) * PAGE_SIZE
+                     + r.timeline.zram_mem_used_total).max()) for r in cmp.runs) / 2**30 * 1.05
+    for ax, r in zip(axes[:, 0], cmp.runs):
+        tl = r.timeline
+        t = tl.t.to_numpy() / 1e9
+        ys = [np.asarray(f(tl), float) / 2**30 for _, _, f in CLASSES]
+        ax.stackplot(t, *ys, colors=[c for _, c, _ in CLASSES], labels=[l for l, _, _ in CLASSES],
+                     step="post", linewidth=0)
+        ax.set_ylim(0, max(top, 1e-3))
+        ax.set_ylabel("GiB")
+        ax.set_title(f"{r.policy}: peak {r.summary['peak_memory_bytes'] / 2**30:.2f} GiB (resident + zram pool)",
+                     fontsize=9, loc="left")
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(loc="upper right", fontsize=7, ncol=2)
+    axes[-1, 0].set_xlabel("trace time (s)")
+    fig.suptitle("Memory over time by class", fontsize=11)
+    return _png(fig)
+
+
+def storage_plot(cmp) -> bytes:
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    for i, r in enumerate(cmp.runs):
+        tl = r.timeline
+        ax.step(tl.t / 1e9, tl.pgpgin * PAGE_SIZE / 2**20, where="post", label=r.policy, color=_color(r.policy, i),
+                linewidth=1.6)
+    ax.set_xlabel("trace time (s)")
+    ax.set_ylabel("MiB read from storage")
+    ax.set_title("Cumulative storage reads (pgpgin)", fontsize=11)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def token_plot(cmp) -> bytes:
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.4), gridspec_kw={"width_ratios": [3, 1]})
+    for i, r in enumerate(cmp.runs):
+        d = r.metrics["decode_steps"]
+        a1.plot(np.arange(len(d)), d["time_s"].to_numpy() * 1e3, ".", markersize=3, label=r.policy,
+                color=_color(r.policy, i), alpha=0.8)
+    a1.set_xlabel("decode step (all requests, in order)")
+    a1.set_ylabel("ms per step (compute + stall)")
+    a1.set_yscale("log")
+    a1.set_title("Per-token latency", fontsize=11)
+    a1.grid(alpha=0.3, which="both")
+    a1.legend(fontsize=8)
+    ttft = [r.metrics["ttft_s"] * 1e3 for r in cmp.runs]
+    a2.bar([r.policy for r in cmp.runs], np.nan_to_num(ttft), color=[_color(r.policy, i) for i, r in enumerate(cmp.runs)])
+    a2.set_title("mean TTFT (ms)", fontsize=11)
+    a2.tick_params(axis="x", labelrotation=45, labelsize=8)
+    a2.grid(alpha=0.3, axis="y")
+    return _png(fig)
+
+
+def comparison(cmp) -> dict:
+    return {"memory.png": memory_plot(cmp), "storage_reads.png": storage_plot(cmp),
+            "token_latency.png": token_plot(cmp)}
+
+
+@dataclass
+class Panel:
+    """One panel of phase_panels: lines (x, y, style, label, colour or None) and labelled hlines."""
+    title: str
+    ylabel: str
+    lines: list
+    hlines: list = field(default_factory=list)
+
+
+def phase_panels(panels, phases) -> bytes:
+    """Panels side by side on a phase axis (each phase one unit wide, named at its middle)."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
+    for a, p in zip(axes[0], panels):
+        for x, y, style, label, color in p.lines:
+            a.plot(x, y, style, label=label, **({"color": color} if color else {}))
+        for y, label in p.hlines:
+            a.axhline(y, color="grey", lw=0.5, label=label)
+        a.set_ylabel(p.ylabel)
+        a.set_title(p.title)
+        a.set_xticks(np.arange(len(phases)) + 0.5, phases)
+        for x in range(1, len(phases)):
+            a.axvline(x, color="grey", lw=0.3)
+        a.legend(fontsize=7, loc="upper left")     # "best" searches every point: slow on long runs
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return buf.getvalue()

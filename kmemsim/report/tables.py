@@ -1,0 +1,50 @@
+"""Tables of a comparison: each value in its unit (MiB, %, ms, counts), as text, Markdown and in the
+HTML report."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def fmt(v, col):
+    if isinstance(v, str):
+        return v
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "-"
+    if col.endswith("_bytes"):
+        return f"{v / 2**20:,.1f} MiB"
+    if col.endswith("_pct"):
+        return f"{v:+.1f}%"
+    if col.endswith("_s"):
+        return f"{v * 1e3:,.1f} ms"
+    return f"{int(v):,}"
+
+
+SHOWN = ["policy", "peak_memory_bytes", "peak_memory_vs_stock_pct", "mean_memory_bytes", "mean_memory_vs_stock_pct",
+         "storage_read_bytes", "major_faults", "swap_out_bytes", "ttft_s", "tpot_s", "switch_latency_s"]
+
+
+def table_text(df: pd.DataFrame, cols=SHOWN) -> str:
+    cells = [[fmt(v, c) for c, v in zip(cols, row)] for row in df[cols].itertuples(index=False)]
+    heads = [c.replace("_bytes", "").replace("_vs_stock_pct", " vs stock").replace("_s", "") for c in cols]
+    w = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(heads)]
+    line = lambda r: "  ".join(x.rjust(w[i]) if i else x.ljust(w[i]) for i, x in enumerate(r))
+    return "\n".join([line(heads)] + [line(r) for r in cells])
+
+
+def table_markdown(df: pd.DataFrame, cols=SHOWN) -> str:
+    heads = [c.replace("_bytes", "").replace("_vs_stock_pct", " vs stock").replace("_s", "") for c in cols]
+    out = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df[cols].itertuples(index=False):
+        out.append("| " + " | ".join(fmt(v, c) for c, v in zip(cols, row)) + " |")
+    return "\n".join(out)
+
+
+def describe(cmp) -> str:
+    """One line: the workload, its events, the device and the memory the comparison ran with."""
+    cfg = cmp.config
+    mem = f"memcg limit {cfg['memcg_limit']}" if cfg.get("memcg_limit") else f"mem {cfg.get('mem')}"
+    if isinstance(cfg.get("mem"), int):
+        mem = f"mem {cfg['mem'] / 2**30:.2f} GiB"
+    return (f"{cmp.workload.name}: {len(cmp.workload.trace):,} events; device {cmp.device.name}; {mem}; "
+            f"zram {cfg.get('zram')}")

@@ -1,0 +1,254 @@
+"""libCacheSim traces as kmemsim traces, and back.
+
+Two of libCacheSim's formats (github.com/1a1a11a/libCacheSim, traceReader/):
+- `oracleGeneral` binary: little-endian 24-byte records
+  `{uint32 clock_time; uint64 obj_id; uint32 obj_size; int64 next_access_vtime}`
+  (customizedReader/oracle/oracleGeneralBin.h). Like libCacheSim's reader with its default
+  `ignore_size_zero_req`, requests of size 0 are skipped.
+- csv with one object id per line (generalReader/csv.c). An optional first line that is not a number
+  is a header (libCacheSim guesses a header the same way, from letters versus digits). Ids are
+  decimal unsigned 64-bit integers; blank lines are skipped.
+
+Each object becomes one 4 KiB page of one file, each request a READ of that page. Object ids are
+numbered densely in id order (np.unique), so the file has as many pages as the trace has objects; one
+process maps the whole file once, shared and read-only, as llama.cpp maps a model. Request i is at
+i microseconds of trace time (or, on request, at the trace's own clock; see ids_to_trace).
+Everything is vectorised: no Python loop runs per request.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..core.errors import InputError
+from ..core.trace import MapFlag, Op, Trace, TraceBuilder
+
+RECORD = np.dtype([("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"),
+                   ("next_access_vtime", "<i8")])
+assert RECORD.itemsize == 24
+
+PID = 1
+NS_PER_REQUEST = 1000   # time="index": one request per microsecond of trace time
+BINARY_EXTS = (".oraclegeneral", ".oraclegeneral.bin", ".bin")
+CSV_EXTS = (".csv", ".txt")
+PARQUET_EXTS = (".parquet", ".pq")
+
+
+# ------------------------------------------------------------------------------------------------
+# readers
+
+def read_oracle_general(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """(clock_time, obj_id) of the requests in an oracleGeneral file, size-0 requests dropped."""
+    data = _read_bytes(path)
+    if len(data) % RECORD.itemsize:
+        raise InputError(f"{path}: truncated oracleGeneral trace: {len(data)} bytes is not a multiple "
+                         f"of the {RECORD.itemsize}-byte record ({len(data) // RECORD.itemsize} whole "
+                         f"records, {len(data) % RECORD.itemsize} bytes left over)")
+    rec = np.frombuffer(data, RECORD)
+    keep = rec["obj_size"] != 0
+    if not keep.all():
+        rec = rec[keep]
+    if len(rec) == 0:
+        raise InputError(f"{path}: empty trace: no requests (of nonzero size) in the oracleGeneral file")
+    return rec["clock_time"].astype(np.int64), rec["obj_id"].copy()
+
+
+def read_csv_ids(path: str) -> np.ndarray:
+    """Object ids (uint64) of a csv trace with one id per line; raises InputError naming the first
+    bad line (1-based)."""
+    data = _read_bytes(path)
+    buf = np.frombuffer(data, np.uint8)
+    n = len(buf)
+    if n == 0:
+        raise InputError(f"{path}: empty trace: the csv file has no lines")
+    NL, CR, SP, TAB = 10, 13, 32, 9
+    is_nl = buf == NL
+    # line number (0-based) of every byte; a newline belongs to the line it ends
+    line_of = np.cumsum(is_nl) - is_nl
+    n_lines = int(line_of[-1]) + 1
+    is_digit = (buf >= 48) & (buf <= 57)
+    is_space = (buf == SP) | (buf == TAB) | (buf == CR) | is_nl
+    bad_byte = ~(is_digit | is_space)
+    bad_line = np.zeros(n_lines, bool)
+    bad_line[line_of[bad_byte]] = True
+    # digits must form one run per line: a digit whose previous byte is a non-newline space and some
+    # earlier byte on the same line is a digit means two numbers ("12 34")
+    digits_per_line = np.bincount(line_of[is_digit], minlength=n_lines)
+    run_start = is_digit & np.concatenate(([True], ~is_digit[:-1]))
+    runs_per_line = np.bincount(line_of[run_start], minlength=n_lines)
+    bad_line |= runs_per_line > 1
+    bad_line |= digits_per_line > 20
+    has_id = digits_per_line > 0
+
+    first_data = 0
+    if bad_line[0]:
+        first_data = 1                      # a header line
+        bad_line[0] = False
+        has_id[0] = False
+    bad = np.flatnonzero(bad_line)
+    if bad.size:
+        ln = int(bad[0])
+        text = _line_text(data, buf, is_nl, ln)
+        raise InputError(f"{path}:{ln + 1}: object id {text!r} is not a non-negative integer "
+                         "(csv traces hold one numeric object id per line)")
+
+    # value of each line's digit run: sum of digit * 10^(place), place counted from the run's end
+    dpos = np.flatnonzero(is_digit)
+    dline = line_of[dpos]
+    if first_data:
+        sel = dline >= 1
+        dpos, dline = dpos[sel], dline[sel]
+    if dpos.size == 0:
+        raise InputError(f"{path}: empty trace: no object ids in the csv file")
+    # index of each digit within its line's run, from the right
+    lines_with_ids = np.flatnonzero(has_id)
+    counts = digits_per_line[lines_with_ids]
+    ends = np.cumsum(counts)
+    place = np.repeat(ends, counts) - 1 - np.arange(dpos.size)
+    pow10 = np.array([10 ** k for k in range(20)], np.uint64)
+    with np.errstate(over="ignore"):
+        contrib = (buf[dpos] - 48).astype(np.uint64) * pow10[place]
+        ids = np.add.reduceat(contrib, np.concatenate(([0], ends[:-1])))
+    # 20-digit ids may overflow uint64: compare their digits with 2**64 - 1, lexicographically
+    big = np.flatnonzero(counts == 20)
+    if big.size:
+        starts = (ends - counts)[big]
+        d = (buf[dpos[starts[:, None] + np.arange(20)]] - 48).astype(np.int8)
+        umax = np.frombuffer(b"18446744073709551615", np.uint8).astype(np.int8) - 48
+        diff = d != umax
+        first = diff.argmax(axis=1)
+        over = diff.any(axis=1) & (d[np.arange(big.size), first] > umax[first])
+        if over.any():
+            ln = int(lines_with_ids[big[np.flatnonzero(over)[0]]])
+            raise InputError(f"{path}:{ln + 1}: object id "
+                             f"{_line_text(data, buf, is_nl, ln)!r} does not fit in 64 bits")
+    return ids
+
+
+def read_ids(path: str, fmt: str | None = None) -> tuple[np.ndarray | None, np.ndarray]:
+    """(clock times in seconds or None, object ids) of a libCacheSim trace in `fmt` ('oracleGeneral'
+    or 'csv'; detected when None)."""
+    fmt = fmt or detect_format(path)
+    if fmt == "oracleGeneral":
+        return read_oracle_general(path)
+    if fmt == "csv":
+        return None, read_csv_ids(path)
+    raise InputError(f"{path}: not a libCacheSim trace (format {fmt})")
+
+
+def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str = "",
+                 time: str = "index") -> Trace:
+    """One file of as many pages as distinct ids, mapped once; one single-page READ per request.
+
+    Time (the trace's t column, ns): with time="index" (the default) request i is at i * 1 us, so
+    the emulator's timeline (sampled every 10 ms of trace time by default) has a row per 10,000
+    requests, and miss curves read per request as libCacheSim users plot them. With time="clock" t
+    is the trace's own clock_time (seconds, second resolution) since the first request, held
+    monotone (a clock that steps back keeps the last value, so the request order stays the
+    trace's); a day-long trace then spans 86,400 s of trace time.
+    """
+    ids = np.asarray(ids)
+    if ids.size == 0:
+        raise InputError(f"{source or 'trace'}: empty trace: no requests")
+    uniq, pages = np.unique(ids, return_inverse=True)
+    pages = pages.reshape(-1).astype(np.int64)
+    n, npages = ids.size, uniq.size
+    if time == "clock" and clock is not None:
+        c = np.maximum.accumulate(np.asarray(clock, np.int64))
+        t = (c - c[0]) * 1_000_000_000
+    elif time in ("index", "clock"):
+        t = np.arange(n, dtype=np.int64) * NS_PER_REQUEST
+    else:
+        raise ValueError(f"time must be 'index' or 'clock', not {time!r}")
+    tb = TraceBuilder(source=source)
+    fid = tb.file(source or "libcachesim-objects", npages)
+    tb.process(0, PID, "libcachesim-replay")
+    mid = tb.mmap(0, PID, "objects", npages, file=fid, flags=MapFlag.SHARED | MapFlag.READ)
+    tb.ranges(t, PID, Op.READ, mid, pages, 1)
+    return tb.build()
+
+
+def load_libcachesim(path: str, fmt: str | None = None, time: str = "index") -> Trace:
+    clock, ids = read_ids(path, fmt)
+    return ids_to_trace(ids, clock, source=os.path.basename(path), time=time)
+
+
+def load_any(path: str) -> Trace:
+    """A trace in any format `kmemsim replay` takes: kmemsim Parquet, oracleGeneral, or csv."""
+    fmt = detect_format(path)
+    if fmt == "parquet":
+        from ..core.trace import load
+        return load(path)
+    return load_libcachesim(path, fmt)
+
+
+# ------------------------------------------------------------------------------------------------
+# writers (tests and the benchmark)
+
+def write_oracle_general(path: str, obj_ids, obj_size=1, clock_time=None) -> None:
+    """Write requests as oracleGeneral records; next_access_vtime is computed as libCacheSim's
+    traceConv does (index of the next request to the same object, -1 when none)."""
+    obj_ids = np.asarray(obj_ids, np.uint64)
+    n = obj_ids.size
+    rec = np.zeros(n, RECORD)
+    rec["clock_time"] = np.arange(n, dtype=np.uint32) if clock_time is None else clock_time
+    rec["obj_id"] = obj_ids
+    rec["obj_size"] = obj_size
+    # next access: sort stably by id; within an id, the next row's index
+    order = np.argsort(obj_ids, kind="stable")
+    nxt = np.full(n, -1, np.int64)
+    same = obj_ids[order[1:]] == obj_ids[order[:-1]]
+    nxt[order[:-1][same]] = order[1:][same]
+    rec["next_access_vtime"] = nxt
+    with open(path, "wb") as f:
+        f.write(rec.tobytes())
+
+
+def write_csv_ids(path: str, obj_ids, header: str | None = None) -> None:
+    obj_ids = np.asarray(obj_ids, np.uint64)
+    with open(path, "w") as f:
+        if header:
+            f.write(header + "\n")
+        np.savetxt(f, obj_ids, fmt="%d")
+
+
+# ------------------------------------------------------------------------------------------------
+
+def detect_format(path: str) -> str:
+    """'parquet', 'oracleGeneral' or 'csv', from the extension, else from the content."""
+    low = path.lower()
+    if low.endswith(".zst"):
+        raise InputError(f"{path}: zstd-compressed trace; decompress it first (zstd -d {path})")
+    head = _read_bytes(path, 4096)
+    if low.endswith(PARQUET_EXTS) or head.startswith(b"PAR1"):
+        return "parquet"
+    if low.endswith(BINARY_EXTS):
+        return "oracleGeneral"
+    if low.endswith(CSV_EXTS):
+        return "csv"
+    if not head:
+        raise InputError(f"{path}: empty trace: the file is empty")
+    text = all(32 <= b < 127 or b in (9, 10, 13) for b in head[:512])
+    return "csv" if text else "oracleGeneral"
+
+
+def _read_bytes(path: str, n: int = -1) -> bytes:
+    """The file's first n bytes (all by default), or one clear InputError."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file")
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a trace file")
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror})")
+
+
+def _line_text(data: bytes, buf: np.ndarray, is_nl: np.ndarray, ln: int, limit: int = 40) -> str:
+    nls = np.flatnonzero(is_nl)
+    start = 0 if ln == 0 else int(nls[ln - 1]) + 1
+    end = int(nls[ln]) if ln < len(nls) else len(buf)
+    s = data[start:end].decode("utf-8", "replace").strip()
+    return s if len(s) <= limit else s[:limit] + "..."

@@ -1,0 +1,278 @@
+"""A scenario's plan as one Trace: every app a process with its regions, its launches, switches,
+touches and kills (lmkd's oom_score_adj), and the LLM process serving its sessions' requests through
+kmemsim.workload.llama."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ...core.errors import InputError
+from ...core.trace import MapFlag, Op, Trace, TraceBuilder
+from .. import llama as lw, synth
+from .timeline import Plan, plan, rngs
+from .schema import APP_PID0, LLM_PID, NS, Region, Scenario
+
+# ------------------------------------------------------------------------------------------------
+# Apps → trace events.
+
+class _AppProc:
+    def __init__(self, app, pid):
+        self.app, self.pid = app, pid
+        self.maps = []      # (map id, Region, is_file)
+        self.alive = True
+
+
+class _AppSide:
+    """Turns the plan's slots and events into app process events in one TraceBuilder."""
+
+    def __init__(self, scn: Scenario, b: TraceBuilder, rng):
+        self.scn, self.b, self.rng = scn, b, rng
+        self.files = {}                 # path -> file id (one page cache per path)
+        self.procs = {}                 # app key -> _AppProc (alive)
+        self.next_pid = APP_PID0
+        self.mru = []                   # app keys, most recently foreground first
+        self.adj_now = {}
+
+    def ns(self, t):
+        return int(round(t * NS))
+
+    def fid(self, r: Region):
+        if r.path not in self.files:
+            self.files[r.path] = self.b.file(r.path, r.pages)
+        return self.files[r.path]
+
+    def launch(self, t, key):
+        app = self.scn.apps[key]
+        pid = self.next_pid
+        self.next_pid += 1
+        p = _AppProc(app, pid)
+        T = self.ns(t)
+        self.b.process(T, pid, f"{app.name}", oom_score_adj=self.scn.adj["foreground"])
+        self.b.phase(T, pid, f"launch {key}")
+        for r in app.files:
+            fl = MapFlag.READ | (MapFlag.EXEC if r.exec else 0)
+            m = self.b.mmap(T, pid, f"{key}:{r.name}", r.pages, file=self.fid(r), flags=fl)
+            p.maps.append((m, r, True))
+        for r in app.anon:
+            m = self.b.mmap(T, pid, f"{key}:{r.name}", r.pages, flags=MapFlag.READ | MapFlag.WRITE,
+                            cls=r.cls)
+            p.maps.append((m, r, False))
+        # Cold start: the whole working set is touched, spread over `launch` seconds in 8 steps.
+        steps = 8
+        ts = T + (np.arange(steps) * self.ns(app.launch) // steps)
+        for m, r, is_file in p.maps:
+            edges = np.linspace(0, r.pages, steps + 1).astype(np.int64)
+            keep = np.diff(edges) > 0
+            self.b.ranges(ts[keep], pid, Op.READ if is_file else Op.WRITE, m, edges[:-1][keep],
+                          np.diff(edges)[keep])
+        self.procs[key] = p
+        self.adj_now[pid] = self.scn.adj["foreground"]
+        return p
+
+    def kill(self, t, key):
+        p = self.procs.pop(key, None)
+        if p is None:
+            return
+        self.b.phase(self.ns(t), p.pid, f"kill {key}")
+        self.b.event(self.ns(t), p.pid, Op.PROC_EXIT)
+        if key in self.mru:
+            self.mru.remove(key)
+
+    def set_adj(self, t, pid, v):
+        if self.adj_now.get(pid) != v:
+            self.adj_now[pid] = v
+            self.b.event(self.ns(t), pid, Op.SET_OOM_ADJ, arg=v)
+
+    def foreground(self, t, key, llm_pid=None):
+        """`key` comes to the foreground at t: oom_score_adj of everyone follows Android's order."""
+        if key in self.mru:
+            self.mru.remove(key)
+        self.mru.insert(0, key)
+        adj = self.scn.adj
+        cached_rank = 0
+        for i, k in enumerate(self.mru):
+            if k == "llm":
+                if llm_pid is None or self.scn.llm.adj is not None:
+                    continue
+                pid, bg = llm_pid, "cached"
+            elif k in self.procs:
+                pid, bg = self.procs[k].pid, self.scn.apps[k].background
+            else:
+                continue
+            if i == 0:
+                v = adj["foreground"]
+            elif bg in ("visible", "perceptible"):
+                v = adj[bg]
+            elif i == 1:
+                v = adj["previous"]
+            else:
+                v = min(adj["cached"] + 10 * cached_rank, adj["cached_max"])
+                cached_rank += 1
+            self.set_adj(t, pid, v)
+
+    def touch(self, key, t0, t1, warm):
+        """Foreground accesses of app `key` in [t0, t1): hot set at switch-in (warm), then churn."""
+        p = self.procs[key]
+        app = p.app
+        T0, T1 = self.ns(t0), self.ns(t1)
+        if warm:
+            for m, r, is_file in p.maps:
+                n = int(r.pages * r.hot)
+                if n:
+                    self.b.ranges(T0, p.pid, Op.READ, m, 0, n)
+                    if not is_file:
+                        self.b.ranges(T0, p.pid, Op.WRITE, m, 0, max(1, n // 4))
+        start = T0 + (self.ns(app.launch) if not warm else 0)
+        ticks = np.arange(start + self.ns(app.tick), T1, self.ns(app.tick), dtype=np.int64)
+        if not len(ticks):
+            return
+        for m, r, is_file in p.maps:
+            n = int(r.pages * r.churn)
+            if n <= 0:
+                continue
+            off = self.rng.integers(0, r.pages - n + 1, size=len(ticks))
+            self.b.ranges(ticks, p.pid, Op.READ if is_file else Op.WRITE, m, off, n)
+
+
+def build(scn: Scenario, progress=None) -> Trace:
+    """The scenario's trace: app processes and LLM requests on one timeline."""
+    pl = plan(scn)
+    rng = rngs(scn.seed)["touch"]
+    b = TraceBuilder(source=f"kmemsim scenario {scn.name} ({os.path.basename(scn.file)}, seed {scn.seed})")
+    side = _AppSide(scn, b, rng)
+    llm_pid = LLM_PID if scn.llm is not None else None
+
+    # Explicit events and slots interleave by time; process them in order.
+    items = [(e["t"], 0, "event", e) for e in pl.events if e["action"] != "idle"]
+    items += [(s.t0, 1, "slot", s) for s in pl.slots]
+    for i, a in enumerate(scn.switch["prelaunch"]):
+        items.append((0.5 * i, -1, "prelaunch", a))
+    for e in pl.events:
+        if e["action"] == "idle":
+            b.phase(side.ns(e["t"]), 0, "idle")
+    items.sort(key=lambda x: (x[0], x[1]))
+    kill_times = {}
+    for e in pl.events:
+        if e["action"] == "kill":
+            kill_times.setdefault(e["app"], []).append(e["t"])
+    for t, _, kind, x in items:
+        if kind == "prelaunch":
+            if x not in side.procs:
+                side.launch(t, x)
+                side.touch(x, t, t + scn.apps[x].launch, warm=False)
+                side.foreground(t, x, llm_pid)
+        elif kind == "event":
+            if x["action"] == "kill":
+                side.kill(t, x["app"])
+            elif x["app"] not in side.procs:
+                side.launch(t, x["app"])
+                side.foreground(t, x["app"], llm_pid)
+        else:
+            s = x
+            if s.app == "llm":
+                b.phase(side.ns(s.t0), llm_pid, "switch to llm")
+                side.foreground(s.t0, "llm", llm_pid)
+                continue
+            # a kill inside the slot ends the app's foreground time there
+            t1 = min([s.t1] + [k for k in kill_times.get(s.app, []) if s.t0 < k < s.t1])
+            cold = s.app not in side.procs
+            if cold:
+                side.launch(s.t0, s.app)
+            pid = side.procs[s.app].pid
+            b.phase(side.ns(s.t0), pid, f"switch to {s.app}")
+            side.foreground(s.t0, s.app, llm_pid)
+            side.touch(s.app, s.t0, t1, warm=not cold)
+    if scn.llm is not None:
+        build_llm(scn, pl, b, progress=progress)
+    return b.build()
+
+
+# ------------------------------------------------------------------------------------------------
+# LLM sessions → trace (through kmemsim.llama_workload).
+
+def model_layout(scn: Scenario):
+    """The model argument for llama_workload.generate: a GGUF path, or a preset's file-less layout."""
+    m = dict(scn.llm.model)
+    if "path" in m:
+        return m["path"]
+    preset = m.pop("preset")
+    try:
+        return synth.layout_from_preset(preset, **m)
+    except InputError as e:
+        raise InputError(f"{scn.file}: llm.model: {e}")
+    except TypeError as e:
+        raise InputError(f"{scn.file}: llm.model: {e}")
+
+
+def llm_calls(scn: Scenario, pl: Plan):
+    """The generate() calls that serve the plan, in time order: (session, n_past, new tokens,
+    decode, arrival time, label). A session with a system prompt is created when the model loads
+    (LLMS newLLMCtx(systemPrompt)); a context that would overflow ctx is reset to position 0."""
+    llm = scn.llm
+    calls, n_past = [], [0] * len(llm.sessions)
+    for i, s in enumerate(llm.sessions):
+        if s.system_prompt:
+            calls.append((i, 0, s.system_prompt, 1, llm.start, f"create session {s.name}"))
+            n_past[i] = s.system_prompt + 1
+    for k, q in enumerate(pl.requests):
+        p = n_past[q.session]
+        if p + q.delta + q.decode > llm.ctx:
+            p = 0
+        calls.append((q.session, p, q.delta, q.decode, q.t,
+                      f"request {k} session {llm.sessions[q.session].name}"))
+        n_past[q.session] = p + q.delta + q.decode
+    return calls
+
+
+def build_llm(scn: Scenario, pl: Plan, b: TraceBuilder, progress=None) -> None:
+    """One LLM process (pid LLM_PID) serving every call of the plan, one at a time, on builder b.
+
+    The process loads the model once (kmemsim.llama_workload.LlamaSession.load: mmap of the weights,
+    repacked copies, ...) and holds one llama_context per session, as a llama.cpp server does: each
+    session gets its own KV cache (allocated and cleared when the session is created), output and
+    compute buffers, and shares the model's mappings. A call prefills its new tokens at positions
+    n_past.. of its session's context (the earlier tokens stay in the KV cache), in batches of
+    n_batch split into ubatches of n_ubatch, one pass per sequence, then decodes one token per step
+    for all sequences. Speculative decoding with N paths = N sequences: the context gets N x ctx
+    cells (llama.cpp splits n_ctx among sequences), so the KV bytes scale with N.
+    """
+    llm = scn.llm
+    model = model_layout(scn)
+    kw = dict(ctx=llm.ctx * llm.paths, batch=llm.batch, ubatch=llm.ubatch, kv_type=llm.kv_type,
+              load_mode=llm.load_mode, prefetch=llm.prefetch, seqs=llm.paths, name="llm",
+              seed=scn.seed, kv_manager=llm.kv_manager)
+    sessions = [None] * len(llm.sessions)
+    calls = llm_calls(scn, pl)
+    if not calls:
+        return
+    t_free = int(round(llm.start * NS))          # ns: the LLM serves one call at a time
+    adj = llm.adj if llm.adj is not None else scn.adj["foreground"]
+    b.process(t_free, LLM_PID, "llm", oom_score_adj=adj)
+    first = lw.LlamaSession(model, b, pid=LLM_PID, **kw)
+    t_free = first.load(t_free, start_process=False)   # model load + the first session's context
+    spare = first
+    for k, (si, p, new, dec, t_arr, label) in enumerate(calls):
+        t = max(int(round(t_arr * NS)), t_free)
+        s = sessions[si]
+        if s is None:                       # llama_init_from_model: a context for this session
+            if spare is not None:
+                s, spare = spare, None
+            else:
+                b.phase(t, LLM_PID, f"create context {llm.sessions[si].name}")
+                s = first.new_context(t, **kw)
+            sessions[si] = s
+        t = _serve(s, b, t, p, new, dec, label)
+        t_free = t + 1
+        if progress:
+            progress(k + 1)
+    # what kmemsim.timing needs of the process (its MACs per token and per output row)
+    b.meta.setdefault("llama", []).append(first.meta())
+
+
+def _serve(s, b, t, n_past, new, decode, label):
+    """A request to session `s`: `new` tokens at positions n_past.. and `decode` generated tokens."""
+    b.phase(t, LLM_PID, label)
+    t = s.serve(t, new, decode, n_past=n_past)
+    b.phase(t, LLM_PID, label + " end")
+    return t
