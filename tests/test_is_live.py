@@ -1,4 +1,4 @@
-"""IS (Initial KV cache Swap) on the real kernel (kmemsim/live_is.py) against the emulator's IS.
+"""IS (Initial KV cache Swap) on the real kernel (kmemsim/validate/live_is.py) against the emulator's IS.
 
 Live: a tiny synthetic f16 llama (4 layers, 512 wide, 8 KV heads, 4k vocabulary, 28 MiB) with a 4096-cell
 context, so its KV buffer (32 MiB) is an mmapped glibc chunk; prompt 64, decode 8; 512 MiB limit (no

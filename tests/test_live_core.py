@@ -42,7 +42,7 @@ def random_file(path, pages, seed):
 
 
 def recorded_run(program, run, args, mem_limit, zram):
-    """Python source `program` run with args under the recorder (kmemsim.recorder.run_command): a
+    """Python source `program` run with args under the recorder (kmemsim.live.recorder.run_command): a
     fresh memory cgroup of mem_limit bytes, page cache dropped first. Returns its summary.json."""
     from kmemsim.live.recorder import run_command
     script = run.parent / f"{run.name}.py"

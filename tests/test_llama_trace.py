@@ -1,4 +1,4 @@
-"""cb_eval recorder (kmemsim.llama_trace) against the generator's graph order."""
+"""cb_eval recorder (kmemsim.workload.llama.cb_eval) against the generator's graph order."""
 import pytest
 
 from kmemsim.workload import gguf_layout, synth

@@ -1,4 +1,4 @@
-"""The llama.cpp workload generator (kmemsim.llama_workload) and `trace info`."""
+"""The llama.cpp workload generator (kmemsim.workload.llama) and `trace info`."""
 import time
 
 import numpy as np

@@ -90,7 +90,7 @@ def test_recorder_interrupted(tmp_path, sig):
 
 
 def test_bad_input_one_line_exit_2(tmp_path):
-    # source: kmemsim.errors.InputError -> one line on stderr, exit 2, no traceback
+    # source: kmemsim.core.errors.InputError -> one line on stderr, exit 2, no traceback
     cases = [
         ("run", "--mem-limit", "lots", "-o", str(tmp_path / "a"), "--", "true"),
         ("run", "--zram", "lz4", "-o", str(tmp_path / "b"), "--", "true"),

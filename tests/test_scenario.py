@@ -1,4 +1,4 @@
-"""Multitasking scenarios (kmemsim/scenario.py, docs/scenarios.md). Each statistical check names the
+"""Multitasking scenarios (kmemsim/workload/scenario.py, docs/scenarios.md). Each statistical check names the
 paper and table it reproduces."""
 from __future__ import annotations
 
@@ -250,7 +250,7 @@ def test_set_override(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# The LLM side (kmemsim.llama_workload).
+# The LLM side (kmemsim.workload.llama).
 
 def test_same_file_same_trace_small():
     a = sc.build(sc.load(os.path.join(SCEN, "small.toml")))
@@ -262,7 +262,7 @@ def test_same_file_same_trace_small():
     ph = set(a.meta["phases"])
     assert "request 0 session chat" in ph and "request 1 session chat" in ph
     assert sc.LLM_PID in {x["pid"] for x in a.meta["processes"]}
-    # kmemsim.timing charges the LLM's steps their matmuls (MACs per token row from the session), as
+    # kmemsim.engine.time.serial charges the LLM's steps their matmuls (MACs per token row from the session), as
     # the trace's own clock does; a scenario without them would time its prompts by bytes alone
     from kmemsim.engine.time import serial as timing
     _, occ = timing.split_phases(a)

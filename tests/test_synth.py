@@ -1,4 +1,4 @@
-"""Synthetic GGUF models (kmemsim.synth) and their layout (kmemsim.gguf_layout)."""
+"""Synthetic GGUF models (kmemsim.workload.synth) and their layout (kmemsim.workload.gguf_layout)."""
 import os
 import subprocess
 import sys

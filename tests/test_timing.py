@@ -1,4 +1,4 @@
-"""The time model (kmemsim.timing) and device profiles (kmemsim.device): seconds = counts x profile."""
+"""The time model (kmemsim.engine.time.serial) and device profiles (kmemsim.engine.time.device): seconds = counts x profile."""
 import tomllib
 
 import numpy as np
@@ -49,7 +49,7 @@ def test_stall_seconds_from_hand_made_counts():
 
 
 def test_a_replay_that_timed_its_reads_is_charged_its_own_waits():
-    # kmemsim.predict replays with the profile's read latency and bandwidth (c_ext/bio.c): a task
+    # kmemsim.validate.predict replays with the profile's read latency and bandwidth (c_ext/bio.c): a task
     # then waits for its folio's bio, queued behind the bios submitted before it, or for a folio
     # still under async readahead; io_wait_ns is what its clock waited. That is the read stall, not
     # the formula's one latency and transfer per synchronous read, which cannot see either wait.
@@ -99,7 +99,7 @@ def test_io_size_interpolates_between_table_points():
 
 
 def test_compute_streams_the_weights_then_does_the_matmuls():
-    # kmemsim.llama_workload.TimeModel: W / weight_gbps + (tokens x MACs per token + outputs x MACs
+    # kmemsim.workload.llama.TimeModel: W / weight_gbps + (tokens x MACs per token + outputs x MACs
     # per output) / matmul_gmac_s; a phase that is no llama_decode step (0 tokens) costs nothing
     d = hand()
     w = 1e9                                   # 1 GB of weights per step: 0.1 s at 10 GB/s
@@ -211,7 +211,7 @@ def test_bad_profiles_are_input_errors():
 @pytest.mark.llama
 def test_profile_fits_llama_cpp_speed_on_the_counts_the_generator_uses(tmp_path):
     # kmemsim profile's compute: real llama.cpp on a synthetic model, timed, and the two rates fitted
-    # on the weight bytes and MACs kmemsim.llama_workload counts for that model (step_cost); what it
+    # on the weight bytes and MACs kmemsim.workload.llama counts for that model (step_cost); what it
     # writes loads back as a profile whose TimeModel has those rates.
     needs_llama_cpp()
     from kmemsim.workload import synth

@@ -1,4 +1,4 @@
-"""kmemsim.units.parse_size: binary units as the kernel's memparse() reads them (lib/cmdline.c:
+"""kmemsim.core.units.parse_size: binary units as the kernel's memparse() reads them (lib/cmdline.c:
 K, M, G, T are powers of 1024)."""
 import pytest
 

@@ -1,4 +1,4 @@
-"""`kmemsim predict` against the live kernel on real llama.cpp (kmemsim/validate.py), held to the
+"""`kmemsim predict` against the live kernel on real llama.cpp (kmemsim/validate/run.py), held to the
 issue's bounds where they hold run after run (docs/validation.md): `storage_read_bytes` and
 `file_evicted_bytes` (model-file pages added to / dropped from the page cache, readahead included)
 within 10%, the cgroup's peak charge within 10%, swap-out within 20% where swapping happened.

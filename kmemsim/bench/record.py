@@ -1,6 +1,6 @@
-"""`make bench-record` (python -m kmemsim.bench_record): what the recorder costs real llama.cpp.
+"""`make bench-record` (python -m kmemsim.bench.record): what the recorder costs real llama.cpp.
 
-Decode tokens per second of llama-cpp-python on a synthetic GGUF (kmemsim/synth.py), measured inside
+Decode tokens per second of llama-cpp-python on a synthetic GGUF (kmemsim/workload/synth.py), measured inside
 one long-lived inference process, alternately bare and with the recorder attached to it (every probe,
 counters sampled every 10 ms, as `kmemsim record --pid`), `--rounds` pairs with alternating order;
 the median of the paired ratios is the result. Target (issue 4): the
@@ -33,7 +33,7 @@ PRESSURE_SHAPE = dict(type="f16", n_layer=4, n_embd=768, n_ff=2048, n_head=12, n
 def worker(model, threads):
     """The measured process: load and warm up once, then for each line N on stdin decode N tokens and
     print tokens per second (timed inside this process, so the driver's own work is not counted)."""
-    from llama_cpp import Llama
+    from llama_cpp import Llama        # the optional dependency, in the measured process alone
     llm = Llama(model_path=model, n_ctx=2048, n_threads=threads, verbose=False)
     prompt = [1] + list(range(300, 316))
     llm.eval(prompt)                                            # warm-up
@@ -72,12 +72,12 @@ def main(argv=None):
         sys.exit("bench-record: llama-cpp-python is not installed; run `make setup`")
     if a.pressure:
         return pressure(a)
-    from ..live.recorder import Recording
+    from ..live.recorder import Recording  # here: the --worker process imports this module and stays llama.cpp alone
     from ..live.rundir import RunDir, environment
     with tempfile.TemporaryDirectory(prefix="kmemsim-bench-", dir="/var/tmp") as tmp:
         model = a.model
         if not model:
-            from ..workload.synth import write_model
+            from ..workload.synth import write_model   # not in the --worker process
             model = write_model(os.path.join(tmp, "bench.gguf"), progress=False, **SHAPE)
         w = subprocess.Popen([sys.executable, "-m", "kmemsim.bench.record", "--worker", "--model", model,
                               "--threads", str(a.threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -149,8 +149,8 @@ def main(argv=None):
 
 
 def pressure(a):
-    from ..workload.synth import write_model
-    from ..validate.run import UNRECORDED, live_run
+    from ..workload.synth import write_model  # here: the --worker process imports this module and stays llama.cpp alone
+    from ..validate.reference import UNRECORDED, live_run
     med = statistics.median
     rows = []
     with tempfile.TemporaryDirectory(prefix="kmemsim-bench-", dir="/var/tmp") as tmp:

@@ -1,4 +1,4 @@
-"""`make bench` (python -m kmemsim.bench): page references per second of the emulator core.
+"""`make bench` (python -m kmemsim.bench.replay): page references per second of the emulator core.
 
   (a) a cyclic scan of a 1 Mi-page (4 GiB) file in half that memory, as range events: reads of
       32-page ranges, and of 4096-page (16 MiB, one large tensor) ranges; several passes.
@@ -29,10 +29,11 @@ import time
 
 import numpy as np
 
-from ..workload.libcachesim_io import ids_to_trace, write_oracle_general
 from ..core.trace import MapFlag, Op, TraceBuilder
+from ..core.units import PAGE_SIZE as PAGE
+from ..engine.kernel import Config, Emulator
+from ..workload.libcachesim_io import ids_to_trace, write_oracle_general
 
-PAGE = 4096
 TARGET_RANGE = 100e6      # page references per second, range events, one core
 TARGET_LRU_RATIO = 5.0    # kmemsim lru vs libCacheSim LRU
 
@@ -76,7 +77,7 @@ def time_replay(make_emulator, tr, repeat: int):
 def time_libcachesim_lru(path: str, capacity: int, n_objects: int, repeat: int):
     """libCacheSim LRU over an oracleGeneral file with object size 1 and cache size `capacity`: a
     capacity of exactly that many objects (object metadata not counted). Returns best time, misses."""
-    import libcachesim as lcs
+    import libcachesim as lcs       # the test extra's: only this comparison needs it
     from libcachesim.libcachesim_python import c_process_trace
     hashpower = max(16, int(math.ceil(math.log2(max(n_objects, 2)))) + 1)   # sized to the objects
     best, misses, n = math.inf, None, None
@@ -95,7 +96,7 @@ def time_libcachesim_lru(path: str, capacity: int, n_objects: int, repeat: int):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m kmemsim.bench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m kmemsim.bench.replay", description=__doc__.split("\n")[0])
     ap.add_argument("--pages", type=int, default=1 << 20, help="file size in pages (default 1 Mi)")
     ap.add_argument("--passes", type=int, default=16, help="passes of the cyclic scan")
     ap.add_argument("--requests", type=int, default=4 << 20, help="single-page requests for (b), (c)")
@@ -104,7 +105,6 @@ def main(argv=None):
     ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     a = ap.parse_args(argv)
 
-    from ..engine.kernel import Config, Emulator
 
     mem_pages = a.pages // 2
     mem = mem_pages * PAGE

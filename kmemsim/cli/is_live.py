@@ -1,5 +1,5 @@
 """`kmemsim is-live MODEL.gguf --prompt N --decode M --ctx C --mem-limit SIZE --zram ALGO:SIZE
-[--variant alloc|tail] -o DIR`: IS on the real kernel (kmemsim/live_is.py): the reference llama.cpp run
+[--variant alloc|tail] -o DIR`: IS on the real kernel (kmemsim/validate/live_is.py): the reference llama.cpp run
 stock and with the KV buffer paged out from outside (process_madvise MADV_PAGEOUT through a pidfd),
 both under the recorder, beside the emulator's stock and IS. Writes is_live.csv, is_live.md,
 is_live.json and stock/, is/ in DIR. Needs root."""
@@ -25,7 +25,7 @@ import click
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
 def is_live(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram, swappiness, variant, out_dir):
     """IS (Initial KV cache Swap) on the live kernel against the emulator."""
-    from ..validate import live_is as L
+    from ..validate import live_is as L   # here, not at the top: `kmemsim --help` loads no pandas
     df = L.compare(model, prompt, decode, ctx, mem_limit, out_dir, variant, zram, swappiness, batch, ubatch,
                    threads, progress=lambda m: click.echo(m, err=True))
     click.echo(L.markdown(df, df.attrs["meta"]))

@@ -1,7 +1,7 @@
 """The `kmemsim` click group and its one-line errors. Each command lives in a module of its own in this
 folder and is registered in __init__.py with one line.
 
-Errors: kmemsim.errors.InputError and click's usage errors print one line, `kmemsim: <what is
+Errors: kmemsim.core.errors.InputError and click's usage errors print one line, `kmemsim: <what is
 wrong>`, on stderr and exit 2, with no traceback and nothing on stdout.
 """
 from __future__ import annotations

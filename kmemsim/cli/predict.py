@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..core.errors import InputError
 from . import options
 
 
@@ -32,7 +33,7 @@ from . import options
 def predict(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram, swappiness, policy,
             stats_flush_ms, stats_flush_phase_ms, kv_manager, as_json):
     """Predict storage reads, evictions, faults, swap and peak memory of a llama.cpp run."""
-    from ..core.errors import InputError
+    # here, not at the top: `kmemsim --help` loads no pandas or C core
     from ..validate import predict as P
     from ..validate.reference import METRICS, model_size, parse_limits
     if decode < 0:

@@ -2,10 +2,12 @@
 I/O size, zram compression per algorithm, llama.cpp prefill/decode speed) into a device profile."""
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import click
 
+from ..core.atomic import atomic_write
 from ..core.errors import InputError
 
 
@@ -17,9 +19,9 @@ from ..core.errors import InputError
 @click.option("--quick", is_flag=True, help="smaller and shorter measurements (less accurate)")
 def profile(out, storage_dir, quick):
     """Measure this machine into a device profile (kmemsim compare --device this-machine)."""
+    # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device
     from ..live import profile as prof
-    from ..core.atomic import atomic_write
     p = Path(out)
     if not p.parent.is_dir():
         raise InputError(f"-o {out}: directory {p.parent} does not exist")
@@ -27,7 +29,6 @@ def profile(out, storage_dir, quick):
         raise InputError(f"--dir {storage_dir}: not a directory")
     m = prof.measure(progress=lambda s: click.echo(f"  {s}", err=True), storage_dir=storage_dir, quick=quick)
     text = prof.to_toml(m)
-    import tomllib
     device.parse(tomllib.loads(text), str(p))        # what we write must load
     atomic_write(p, text)
     click.echo(f"wrote {out}")

@@ -1,9 +1,9 @@
-"""`kmemsim run` and `kmemsim record`: the recorder's command line (kmemsim/recorder.py does the work)."""
+"""`kmemsim run` and `kmemsim record`: the recorder's command line (kmemsim/live/recorder.py does the
+work; imported by the commands themselves: `kmemsim --help` loads no pandas)."""
 import sys
 
 import click
 
-from ..live import recorder
 from ..live.samplers import INTERVAL_S
 
 
@@ -35,6 +35,7 @@ def run(mem_limit, zram, swappiness, drop_caches, interval, smaps_interval, memc
 
     Everything set up for the run is undone afterwards, also on failure or Ctrl-C.
     Exits with COMMAND's status (130 if interrupted)."""
+    from ..live import recorder       # here: `kmemsim --help` loads no pandas
     sys.exit(recorder.run_command(list(command), out, mem_limit=mem_limit, zram=zram, swappiness=swappiness,
                                   drop_caches=drop_caches, interval=interval, smaps_interval=smaps_interval,
                                   memcg_interval=memcg_interval))
@@ -47,5 +48,6 @@ def run(mem_limit, zram, swappiness, drop_caches, interval, smaps_interval, memc
 @click.option("-o", "--out", "out", required=True, metavar="RUNDIR", help="run directory to create")
 def record(pid, duration, interval, smaps_interval, memcg_interval, out):
     """Attach to a running process and record it into RUNDIR; changes nothing on the machine."""
+    from ..live import recorder       # here: `kmemsim --help` loads no pandas
     sys.exit(recorder.record_pid(pid, out, duration=duration, interval=interval, smaps_interval=smaps_interval,
                                  memcg_interval=memcg_interval))

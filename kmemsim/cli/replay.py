@@ -10,6 +10,7 @@ import json
 import math
 
 import click
+import numpy as np
 
 from ..core.errors import InputError
 from ..core.units import PAGE_SIZE, format_size, parse_size
@@ -63,7 +64,6 @@ def _whole_pages(n: int, what: str, raw) -> int:
 
 
 def _jsonable(x):
-    import numpy as np
     if isinstance(x, np.integer):
         return int(x)
     if isinstance(x, np.floating):
@@ -76,7 +76,6 @@ def _jsonable(x):
 
 
 def _scalar(v):
-    import numpy as np
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
@@ -117,9 +116,10 @@ def replay(trace, mem, memcg_limit, swappiness, zram, policy, as_json):
     LRU at a capacity of SIZE / 4 KiB objects.
     """
     kw = build_config(mem, memcg_limit, swappiness, zram, policy)
+    # here, not at the top: `kmemsim --help` loads no pandas or C core
     from ..workload.libcachesim_io import load_any
     try:
-        from ..engine.kernel import Config, Emulator
+        from ..engine.kernel import Config, Emulator   # the C core: a build without it says so
     except ImportError as e:
         missing = InputError(f"the emulator core is not available ({e}); install kmemsim with "
                              "'pip install -e .' (make setup) to build it")

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
 import click
 
+from ..core import trace as tr_mod
 from ..core.data import DEFAULT_DEVICE
 from ..core.errors import InputError
-from ..workload.synth import PRESETS
+from ..workload.presets import PRESETS
 from . import options
 
 
@@ -39,6 +41,7 @@ def model():
 def synth_cmd(out, preset, layers, layers_override, dim, ffn, heads, kv_heads, vocab, head_dim, arch, wtype,
               experts, experts_used, tied, seed, layout_only):
     """Write a random-weight GGUF that llama.cpp loads and generates with."""
+    # here, not at the top: `kmemsim --help` loads no gguf (0.2 s)
     from ..workload import synth
     shape = dict(n_embd=dim, n_ff=ffn, n_head=heads, n_head_kv=kv_heads, n_vocab=vocab, head_dim=head_dim,
                  arch=arch, n_expert=experts, n_expert_used=experts_used, tied=tied)
@@ -52,7 +55,6 @@ def synth_cmd(out, preset, layers, layers_override, dim, ffn, heads, kv_heads, v
         return
     t = time.time()
     synth.write_model(out, preset, wtype, lay, seed=seed, progress=sys.stderr.isatty(), **shape)
-    import os
     click.echo(f"{out}: {os.path.getsize(out):,} bytes in {time.time() - t:.1f} s")
 
 
@@ -104,12 +106,12 @@ def workload_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load
                    repack, seed, out, seqs, layout_preset, wtype, layers, moe_routing, requests, pid,
                    device_name, kv_manager):
     """Trace of llama.cpp inference on MODEL.gguf (or a preset layout), from its tensor offsets."""
+    # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device
     from ..workload import llama as lw
-    from ..core import trace as tr_mod
     tm = device.load(device_name).time_model()
     if layout_preset:
-        from ..workload.synth import layout_from_preset
+        from ..workload.synth import layout_from_preset   # gguf: 0.2 s, only for a preset
         model_obj = layout_from_preset(layout_preset, wtype, layers)
     elif model_path:
         model_obj = model_path
@@ -134,8 +136,8 @@ def trace():
 def trace_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch, flash_attn,
                 repack, seed, out):
     """Run real llama.cpp (llama-cpp-python) with cb_eval and record the weights each graph node reads."""
+    # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..workload.llama import cb_eval as llama_trace
-    from ..core import trace as tr_mod
     tr, rec = llama_trace.trace(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch,
                                 flash_attn, repack not in ("none", "off"), seed)
     tr_mod.save(tr, out)
@@ -148,7 +150,6 @@ def trace_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mo
 @click.option("--json", "as_json", is_flag=True)
 def trace_info_cmd(trace_path, as_json):
     """Processes, mappings, bytes read and written per phase, distinct pages."""
-    from ..core import trace as tr_mod
-    from ..report.trace_info import format_text, info
+    from ..report.trace_info import format_text, info   # here: `kmemsim --help` loads no pandas
     d = info(tr_mod.load(trace_path))
     click.echo(json.dumps(d, indent=1) if as_json else format_text(d))

@@ -207,7 +207,7 @@ def validate(tr: Trace) -> None:
 
 def save(tr: Trace, path: str) -> None:
     """Write Parquet atomically (temp file, then rename): a failed write leaves nothing behind."""
-    import pyarrow as pa
+    import pyarrow as pa                 # here, as in load(): 0.2 s to import, and every command imports this module
     import pyarrow.parquet as pq
     validate(tr)
     meta = dict(tr.meta)
@@ -220,7 +220,7 @@ def save(tr: Trace, path: str) -> None:
 
 def load(path: str) -> Trace:
     """Read and validate a kmemsim Parquet trace."""
-    import pyarrow as pa
+    import pyarrow as pa                 # here, as in save(): 0.2 s to import (start-up)
     import pyarrow.parquet as pq
     try:
         table = pq.read_table(path)
@@ -278,6 +278,25 @@ class TraceBuilder:
         self.meta["maps"].append({"id": mid, "name": name})
         self.event(t, pid, Op.MMAP, mid, pgoff, npages, file, int(flags) | (int(cls) << CLASS_SHIFT))
         return mid
+
+    @property
+    def next_map(self) -> int:
+        """The id the next mmap() gets."""
+        return self._next_map
+
+    def alive_maps(self, pid, first=0) -> list:
+        """(map id, pages) of pid's mappings with id >= first that no MUNMAP so far took whole."""
+        size, gone = {}, set()
+        for c in self._chunks:
+            op, mp, pg, npg, p = c["op"], c["map"], c["page"], c["npages"], c["pid"]
+            sel = (mp >= first) & (p == pid) & ((op == Op.MMAP) | (op == Op.MUNMAP))
+            for o, m, a, n in zip(op[sel], mp[sel], pg[sel], npg[sel]):
+                m = int(m)
+                if o == Op.MMAP:
+                    size[m] = int(n)
+                elif a == 0 and int(n) == size.get(m):
+                    gone.add(m)
+        return [(m, n) for m, n in sorted(size.items()) if m not in gone]
 
     def phase(self, t, pid, name):
         if name not in self._phase_ids:

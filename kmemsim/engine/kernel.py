@@ -4,6 +4,7 @@ The whole trace goes to the C core (c_ext/) in one call; Python never loops per 
 """
 from __future__ import annotations
 
+import glob
 import importlib.util
 import os
 import time
@@ -13,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import InputError
-from ..core.trace import PAGE_SIZE, Trace, validate
+from ..core.units import PAGE_SIZE
+from ..core.trace import Op, Trace, validate
 from ..core.units import parse_size
 
 ZRAM_ALGOS = ("lzo-rle", "lzo", "lz4", "zstd")
@@ -23,9 +25,8 @@ def _load_core():
     """kmemsim._core, or a sanitizer build from KMEMSIM_CORE_PATH (make asan)."""
     path = os.environ.get("KMEMSIM_CORE_PATH")
     if not path:
-        from .. import _core
+        from .. import _core          # here: a sanitizer build stands in for it (make asan)
         return _core
-    import glob
     so = glob.glob(os.path.join(path, "kmemsim", "_core*.so"))
     if not so:
         raise ImportError(f"no kmemsim core built under {path}")
@@ -73,7 +74,7 @@ class Config:
     # many share a graph node (events at one trace time): while one waits for a read, the others go
     # on. The task's own work moves the clock reads complete against: per page swapped in (a
     # same-filled or zeromap one: zero_page_us), swapped out, scanned, and per file folio dropped
-    # (kmemsim.device.Device.task_costs gives them all from a profile)
+    # (kmemsim.engine.time.device.Device.task_costs gives them all from a profile)
     io_latency_us: float = 0.0
     io_read_gbps: float = 0.0
     threads: int = 1
@@ -198,7 +199,7 @@ class Emulator:
         pids, task = _unique_inverse(c["pid"])
         # mapping ids: dense, in order of creation (the core indexes vmas by id)
         maps = c["map"]
-        mm = c["op"] == 2
+        mm = c["op"] == Op.MMAP
         created = maps[mm]
         dense = np.full(int(maps.max(initial=-1)) + 2, -1, np.int32)   # dense[-1] is -1: no mapping
         dense[created] = np.arange(len(created), dtype=np.int32)
@@ -218,7 +219,7 @@ class Emulator:
             lut = np.vectorize(lambda x: fid_dense.get(int(x), x), otypes=[np.int64])
             fm = mm & (arg >= 0)
             arg[fm] = lut(arg[fm])
-            fa = np.isin(c["op"], [7, 11])
+            fa = np.isin(c["op"], [Op.FADVISE, Op.FREAD])     # file id in flags
             flags[fa] = lut(flags[fa].astype(np.int64)).astype(np.uint32)
         file_pages = np.array([int(f["pages"]) for f in files], np.int64)
         phases = list(trace.meta.get("phases", []))

@@ -8,6 +8,7 @@ import os
 import time
 
 from ..core.errors import InputError
+from .samplers import read_kv
 
 
 def mounts():
@@ -95,7 +96,6 @@ class MemCgroup:
         return os.path.join(self.path, "memory.stat")
 
     def stat(self):
-        from .samplers import read_kv
         return read_kv(self.stat_path)
 
     @staticmethod

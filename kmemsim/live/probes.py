@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ def import_bcc():
     """Debian's bcc lives in /usr/lib/python3/dist-packages, which pyenv/venv Pythons do not see.
     (PyPI's package named "bcc" is unrelated: never pip-install it.)"""
     try:
-        import bcc
+        import bcc          # Debian's, found at run time: only the recorder needs it
         return bcc
     except ImportError:
         pass
@@ -28,7 +29,7 @@ def import_bcc():
     if os.path.isdir(os.path.join(deb, "bcc")) and deb not in sys.path:
         sys.path.append(deb)
     try:
-        import bcc
+        import bcc          # again, with Debian's dist-packages on the path
         return bcc
     except ImportError:
         raise InputError("bcc is not installed; run `make system` (or `bash .ci/setup-system.sh`) as root "
@@ -56,7 +57,7 @@ class Probe:
         return (BPF_DIR / self.source).read_text()
 
     def open(self, b):
-        from .ringbuf import RingBuffer
+        from .ringbuf import RingBuffer   # the C core's drain: loaded when a recording starts
         t = b[self.output]
         self.ring = RingBuffer(t.map_fd, t.max_entries, self.dtype.itemsize)
         self._dropped = b[self.output + "_dropped"]
@@ -170,7 +171,6 @@ def user_dev(kdev: int) -> int:
 def _prog_recursion_misses(fd: int) -> int:
     """bpf(BPF_OBJ_GET_INFO_BY_FD) on a program: its struct bpf_prog_info's recursion_misses (UAPI,
     linux/bpf.h: offset 208 of the 232 bytes of 5.12+)."""
-    import struct
     libc = ctypes.CDLL(None, use_errno=True)
     info = ctypes.create_string_buffer(232)
     attr = ctypes.create_string_buffer(struct.pack("IIQ", fd, len(info), ctypes.addressof(info)), 128)

@@ -12,10 +12,10 @@
   the kernel lacks, the python lz4 / zstandard packages, one call per 4 KiB page as zram
   does, on pages of realistic content (fp16 activations, int8 weights, heap-like structs). The file says which was used per algorithm.
 - compute: llama.cpp (llama-cpp-python) prefill and decode speed on a small synthetic q8_0 model
-  (kmemsim.synth.write_model), expressed per weight byte (the roofline kmemsim.timing uses).
+  (kmemsim.workload.synth.write_model), expressed per weight byte (the roofline kmemsim.engine.time.serial uses).
 - reclaim: as root, the time memcg reclaim takes per file folio it drops and per anonymous page it
   swaps out to zram: a process scans a mapped file four times its cgroup (no swap), then one writes
-  an anonymous buffer three times its cgroup (zram); each runs recorded (kmemsim.recorder: the
+  an anonymous buffer three times its cgroup (zram); each runs recorded (kmemsim.live.recorder: the
   folios and pages) and again unrecorded (the time: the memory stall PSI counts, as the recorder's
   probes slow reclaim); each cost is the median of three such runs.
 """
@@ -31,9 +31,18 @@ import textwrap
 import time
 from pathlib import Path
 
+import lz4.block
 import numpy as np
+import pandas as pd
+import zstandard
 
 from ..core.errors import InputError
+from ..core.trace import TraceBuilder
+from ..core.units import PAGE_SIZE
+from ..engine.time.compute import TimeModel
+from ..workload import llama as lw, synth
+from ..workload.llama.cb_eval import quiet as quiet_llama
+from .recorder import run_command
 
 IO_KB = [4, 16, 64, 128, 512, 2048]
 
@@ -159,9 +168,9 @@ def sample_pages(n_pages=2048, seed=0) -> bytes:
     rng = np.random.default_rng(seed)
     k = n_pages // 3
     fp16 = rng.normal(0, 1, k * 2048).astype(np.float16).tobytes()
-    q8 = np.clip(rng.normal(0, 30, k * 4096), -127, 127).astype(np.int8).tobytes()
+    q8 = np.clip(rng.normal(0, 30, k * PAGE_SIZE), -127, 127).astype(np.int8).tobytes()
     m = n_pages - 2 * k
-    rec = np.zeros((m * 4096 // 32, 4), np.int64)         # 32-byte structs: pointer, small ints, flags
+    rec = np.zeros((m * PAGE_SIZE // 32, 4), np.int64)         # 32-byte structs: pointer, small ints, flags
     rec[:, 0] = 0x7f0000000000 + rng.integers(0, 1 << 24, len(rec)) * 16
     rec[:, 1] = rng.integers(0, 100, len(rec))
     rec[:, 2] = rng.integers(0, 4, len(rec))
@@ -171,12 +180,11 @@ def sample_pages(n_pages=2048, seed=0) -> bytes:
 
 def _py_codec(algo):
     if algo == "lz4":
-        import lz4.block as lb
-        return (lambda p: lb.compress(p, store_size=False)), (lambda c: lb.decompress(c, uncompressed_size=4096))
+        lb = lz4.block
+        return (lambda p: lb.compress(p, store_size=False)), (lambda c: lb.decompress(c, uncompressed_size=PAGE_SIZE))
     if algo == "zstd":
-        import zstandard as zs
-        cc, dc = zs.ZstdCompressor(level=1), zs.ZstdDecompressor()   # zram's zstd default level is 1... 3
-        return cc.compress, (lambda c: dc.decompress(c, max_output_size=4096))
+        cc, dc = zstandard.ZstdCompressor(level=1), zstandard.ZstdDecompressor()   # zram's zstd default level is 1... 3
+        return cc.compress, (lambda c: dc.decompress(c, max_output_size=PAGE_SIZE))
     return None
 
 
@@ -185,8 +193,8 @@ def zram_python(algo, pages: bytes, rounds=3) -> dict | None:
     if codec is None:
         return None
     comp, decomp = codec
-    n = len(pages) // 4096
-    views = [pages[i * 4096:(i + 1) * 4096] for i in range(n)]
+    n = len(pages) // PAGE_SIZE
+    views = [pages[i * PAGE_SIZE:(i + 1) * PAGE_SIZE] for i in range(n)]
     best_c, best_d = 1e9, 1e9
     for _ in range(rounds):
         t0 = time.perf_counter()
@@ -282,9 +290,6 @@ def zram(progress=None, real=True) -> dict:
 def step_cost(path: str) -> tuple[int, int, int]:
     """(weight bytes, MACs per token row, MACs per output row) of a llama_decode step of the model at
     path, as kmemsim.engine.time.compute.TimeModel counts them."""
-    from ..engine.time.compute import TimeModel
-    from ..workload import llama as lw
-    from ..core.trace import TraceBuilder
     s = lw.LlamaSession(path, TraceBuilder(source="profile"), time_model=TimeModel(1.0, 1.0))
     return s.step_weight_bytes, *s.step_macs
 
@@ -297,21 +302,19 @@ def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, pa
     the MAC rate and its intercept the streaming time). The rates are the median over the rounds:
     on a shared 2-CPU machine one round in a few is slowed (steal) and tilts its line."""
     try:
-        import llama_cpp
+        import llama_cpp                 # an optional dependency (make setup installs it)
     except ImportError:
         return None
-    from ..workload import synth
     with tempfile.TemporaryDirectory(prefix="kmemsim-profile-") as d:
         if path is None:
             # a 1B model's layers (60 M MACs per token each), so the matmuls outweigh the per-node work
             # as in the models users run; a Qwen3-0.6B-shaped one (13 M) measured 15% fewer MAC/s
             path = synth.write_model(os.path.join(d, "m.gguf"), "Llama-3.2-1B", "q8_0", layers=4, progress=False)
-            name = "synthetic Llama-3.2-1B shape, 4 layers, q8_0 (kmemsim.synth.write_model)"
+            name = "synthetic Llama-3.2-1B shape, 4 layers, q8_0 (kmemsim.workload.synth.write_model)"
         else:
             name = os.path.basename(path)
         wbytes, m_tok, m_out = step_cost(path)
-        from ..workload.llama.cb_eval import _quiet
-        _quiet(llama_cpp)
+        quiet_llama(llama_cpp)
         llama_cpp.llama_backend_init()
         mp = llama_cpp.llama_model_default_params()
         model = llama_cpp.llama_model_load_from_file(path.encode(), mp)
@@ -413,8 +416,6 @@ def _reclaim_run(script, args, d, limit, zram):
     memory stall (PSI, psi_memstall_enter() around try_to_free_mem_cgroup_pages()); PSI averages
     the stall over the CPUs busy at the time, so it is the benchmark's own while the rest of the
     machine idles."""
-    import pandas as pd
-    from .recorder import run_command
     path = os.path.join(d, "child.py")
     Path(path).write_text(script)
     argv = [sys.executable, path, *map(str, args)]

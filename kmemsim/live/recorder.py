@@ -1,6 +1,6 @@
 """The recorder: `run` a command under a memory limit with zram swap, or attach to a running pid, with
-the BPF probes (kmemsim/probes.py) and the counter sampler attached, and write a run directory
-(kmemsim/rundir.py). Everything `run` changes is undone in one ExitStack, also on errors, when the
+the BPF probes (kmemsim/live/probes.py) and the counter sampler attached, and write a run directory
+(kmemsim/live/rundir.py). Everything `run` changes is undone in one ExitStack, also on errors, when the
 command fails, and on SIGINT/SIGTERM/SIGHUP."""
 from __future__ import annotations
 

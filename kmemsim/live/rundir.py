@@ -1,6 +1,6 @@
 """A run directory: what the recorder writes, each file atomically (temp file, then os.replace).
 
-  events.parquet     the trace (kmemsim/trace.py schema): MMAP/MUNMAP, faults as READ/WRITE on
+  events.parquet     the trace (kmemsim/core/trace.py schema): MMAP/MUNMAP, faults as READ/WRITE on
                      mappings, PROC_START/PROC_EXIT
   raw/<probe>.parquet every BPF event with all its tracepoint fields (t = ns since the run started)
   samples.parquet    the counter samples (memcg, vmstat, zram, smaps_rollup), one row per tick
@@ -15,13 +15,16 @@ import os
 import platform
 
 import numpy as np
+import pandas as pd
 
 from ..core import trace as tr
 from ..core.atomic import atomic_write
 from ..core.errors import InputError
+from ..core.units import PAGE_SIZE as PAGE
+from .cgroup import v1_root, v2_root
 from .samplers import read_kv
 
-PAGE = tr.PAGE_SIZE
+
 MAP_SHARED, MAP_FIXED, MAP_ANONYMOUS, MAP_LOCKED, MAP_POPULATE = 0x01, 0x10, 0x20, 0x2000, 0x8000
 PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
 VMSTAT_KEYS = ("pswpin", "pswpout", "swpin_zero", "swpout_zero", "pgpgin", "pgpgout", "pgfault", "pgmajfault", "workingset_refault_file",
@@ -73,7 +76,6 @@ class RunDir:
     def write_all(self, rec, status, cg=None, rusage=None, faults=None, env=None, pid=None):
         """Everything from a stopped Recording. Files come first, summary.json last: a reader that
         finds summary.json finds the rest."""
-        import pandas as pd
         t0 = rec.t0
         tables = {p.name: p.table() for p in rec.probes.probes}
         for p in rec.probes.probes:
@@ -101,7 +103,6 @@ class RunDir:
         """A recording that never started (interrupted or failed while the probes compiled or
         attached): the files a recording has, with nothing in them, so the directory reads as any
         other; summary.json last."""
-        import pandas as pd
         self.write_frame("samples.parquet", pd.DataFrame({"t": []}))
         empty = tr.TraceBuilder(source="kmemsim recorder").build()
         atomic_write(self.p("events.parquet"), lambda tmp: tr.save(empty, tmp))
@@ -408,7 +409,7 @@ def environment(cg=None, zram=None, swappiness=None, limit=None, pid=None):
         "mem_total_kb": read_kv("/proc/meminfo").get("MemTotal"),
         "swaps": [line.split() for line in (read_text("/proc/swaps") or "").splitlines()[1:]],
         # a VM's free page reporting: how long a page stays free before the host takes it back
-        # (kmemsim.recorder.hold_page_reporting); None where the machine has no such setting
+        # (kmemsim.live.recorder.hold_page_reporting); None where the machine has no such setting
         "page_reporting_min_free_ms": int(read_text(PAGE_REPORTING_MIN_FREE) or 0)
         if os.path.exists(PAGE_REPORTING_MIN_FREE) else None,
     }
@@ -433,7 +434,6 @@ def environment(cg=None, zram=None, swappiness=None, limit=None, pid=None):
 
 def memcg_stat_of(pid):
     """memory.stat of the memory cgroup `pid` is in (v1 'memory' line or v2 '0::' line), or None."""
-    from .cgroup import v1_root, v2_root
     text = read_text(f"/proc/{pid}/cgroup") or ""
     for line in text.splitlines():
         hid, ctrls, path = line.split(":", 2)

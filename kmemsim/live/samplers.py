@@ -126,7 +126,7 @@ class Source:
         self.segments.append([[lines[i].split(b":")[0].decode() for i in idx], array("q"), array("q")])
 
     def frame(self):
-        import pandas as pd
+        import pandas as pd      # here: the CLI's option defaults import this module (start-up)
         frames = []
         for names, ts, vals in self.segments:
             v = np.frombuffer(vals, np.int64).reshape(len(ts), -1) if len(ts) else np.zeros((0, len(names)))
@@ -219,7 +219,7 @@ class Sampler:
     def table(self):
         """One row per tick: the sources joined on t (every source shares the tick's t); smaps
         columns (float, NaN between smaps ticks) on the ticks that read them."""
-        import pandas as pd
+        import pandas as pd      # here: the CLI's option defaults import this module (start-up)
         df = pd.concat([s.frame() for s in self.sources], axis=1).sort_index()
         df = df.ffill().fillna(0).astype("int64")     # a source that vanished keeps its last value
         if self.smaps_rows:

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from ..core.atomic import atomic_write
 from ..core.errors import InputError
-from ..core.trace import PAGE_SIZE, Trace
+from ..core.units import PAGE_SIZE
+from ..core.trace import Trace
 from ..engine.kernel import POLICIES, Config, Emulator, ffi
 from ..engine import managers
 from ..engine.time import serial as timing
@@ -144,7 +146,6 @@ def run(wl: Workload, policies, dev, cfg: dict, progress=True) -> Comparison:
     it = policies
     bar = None
     if progress:
-        from tqdm import tqdm
         bar = tqdm(policies, desc="compare", unit="policy", leave=False, disable=None)
         it = bar
     for pol in it:
@@ -190,7 +191,6 @@ def summarize(runs) -> pd.DataFrame:
 
 def write(cmp: Comparison, out_dir) -> dict:
     """All outputs into out_dir (created); each file written atomically. Returns name -> path."""
-    from . import html as report
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"-o {out_dir}: exists and is not a directory")

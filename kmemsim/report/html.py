@@ -45,7 +45,7 @@ def report(cmp, pngs: dict) -> str:
 <style>{css}</style></head><body>
 <h1>kmemsim compare: {_html.escape(cmp.workload.name)}</h1>
 <p>{_html.escape(describe(cmp))}. Source: {_html.escape(cmp.workload.source)}.
-Counts come from the emulator; seconds are counts x the device profile (kmemsim.timing).
+Counts come from the emulator; seconds are counts x the device profile (kmemsim.engine.time.serial).
 Memory = resident pages + zram pool.</p>
 <h2>Summary</h2>
 {_df_html(cmp.table[SHOWN], fmt)}

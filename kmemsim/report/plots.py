@@ -10,10 +10,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt   # noqa: E402
 import numpy as np                # noqa: E402
 
-from ..core.trace import PAGE_SIZE      # noqa: E402
+from ..core.units import PAGE_SIZE      # noqa: E402
+from ..engine.kernel import POLICIES   # noqa: E402
 
-COLORS = {"stock": "#444444", "is": "#1f77b4", "is-tail": "#17becf", "dw": "#d62728", "is+dw": "#2ca02c",
-          "lru": "#9467bd"}
+# each policy's colour, in the core's registry order (stock grey; lru, is, is-tail, dw, is+dw); a
+# manager's or a new policy's beyond the palette gets matplotlib's cycle
+PALETTE = ["#444444", "#9467bd", "#1f77b4", "#17becf", "#d62728", "#2ca02c"]
 CLASSES = [  # (label, colour, function of the timeline -> bytes)
     ("weights (file pages)", "#d62728", lambda tl: tl.nr_weight_file_pages * PAGE_SIZE),
     ("other file pages (apps, libraries)", "#ff9896", lambda tl: (tl.nr_file_pages - tl.nr_weight_file_pages) * PAGE_SIZE),
@@ -33,7 +35,8 @@ def _png(fig) -> bytes:
 
 
 def _color(p, i):
-    return COLORS.get(p, f"C{i}")
+    k = POLICIES.index(p) if p in POLICIES else len(PALETTE)
+    return PALETTE[k] if k < len(PALETTE) else f"C{i}"
 
 
 def memory_plot(cmp) -> bytes:

@@ -5,7 +5,9 @@ import re
 
 import numpy as np
 
-from ..core.trace import CLASS_SHIFT, PAGE_SIZE, MapFlag, Op, PageClass, Trace
+from ..core.units import PAGE_SIZE
+
+from ..core.trace import CLASS_SHIFT, MapFlag, Op, PageClass, Trace
 
 _DECODE = re.compile(r"^decode token \d+$")
 _PREFILL = re.compile(r"^prefill ubatch \d+$")

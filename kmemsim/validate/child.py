@@ -147,7 +147,7 @@ if __name__ == "__main__":
             time.sleep(0.002)
         res["gate_wait_s"] = time.monotonic() - _g0
         res["gate_timed_out"] = not os.path.exists(_gate + ".go")
-    # the phases on CLOCK_MONOTONIC, the recorder's clock (summary.json t0_monotonic_ns): kmemsim.phases
+    # the phases on CLOCK_MONOTONIC, the recorder's clock (summary.json t0_monotonic_ns): kmemsim.validate.phases
     res["marks_ns"] = {"load": int(t0 * 1e9)}
     nv = llm.n_vocab()
     bos, eos = llm.token_bos(), llm.token_eos()

@@ -32,10 +32,11 @@ import os
 import numpy as np
 import pandas as pd
 
+from ..core.units import PAGE_SIZE
 from .reference import buffers_from_log
 
 PHASES = ("start-up", "load", "prompt", "decode", "teardown")
-COUNTERS = {                # name: predicted per-phase column (kmemsim.emulator Result.per_phase)
+COUNTERS = {                # name: predicted per-phase column (kmemsim.engine.kernel Result.per_phase)
     "file_pages_added": "file_pages_added",
     "file_pages_added_order0": "file_pages_added_order0",
     "file_pages_deleted": "file_pages_deleted",
@@ -210,7 +211,7 @@ def measured(run_dir, llama_result, model):
             continue
         x = samples[["t"] + cols].dropna()
         at = np.clip(np.searchsorted(edges, x.t.to_numpy(float), side="right") - 1, 0, len(PHASES) - 1)
-        out[g] = _medians(at, x[cols].sum(axis=1).to_numpy() // 4096)
+        out[g] = _medians(at, x[cols].sum(axis=1).to_numpy() // PAGE_SIZE)
 
     per_event(reclaim_scans(run_dir), {"reclaim_lists": None, **{c: c for c in (
         "file_pages_scanned", "file_pages_scanned_busy", "anon_pages_scanned")}})
@@ -291,7 +292,7 @@ def kv_swap_faults(run_dir, llama_result, t_load):
     end = gone.min() if len(gone) else np.inf
     f = pd.read_parquet(paths[1], columns=["t", "address"])
     f = f[(f.address >= m.ret) & (f.address < m.ret + m.len) & (f.t >= m.t) & (f.t < end)].sort_values("t")
-    again = f[(f.address // 4096).duplicated()]
+    again = f[(f.address // PAGE_SIZE).duplicated()]
     return again.t.to_numpy()
 
 

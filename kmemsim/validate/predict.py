@@ -1,5 +1,5 @@
 """`kmemsim predict`: the workload generator + the emulator, predicting the reference live run
-(kmemsim/validate.py, docs/validation.md) of llama-cpp-python on a model under a memory cgroup.
+(kmemsim/validate/run.py, docs/validation.md) of llama-cpp-python on a model under a memory cgroup.
 
 The trace is one process:
   1. the engine itself, before any model: the interpreter + llama-cpp-python's libraries. Measured once
@@ -10,7 +10,7 @@ The trace is one process:
      Llama() built with no_alloc, i.e. plus llama.cpp's vocab/metadata heap and llama-cpp-python's
      objects);
      The baseline's kernel memory beyond what the core charges itself is one KMEM event;
-  2. llama.cpp's load, context, prompt and decode steps (kmemsim.llama_workload), with the compute
+  2. llama.cpp's load, context, prompt and decode steps (kmemsim.workload.llama), with the compute
      buffer sized as llama.cpp logs it, and the engine's warm set, anonymous growth and decode ids
      measured by the unlimited warm run (validate.engine_warm_set).
 Nothing here is fitted to a run: the same measurements feed every limit.
@@ -147,7 +147,7 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
         if _pages(imported) < apages:          # else (no probe) the calls' pages are the heap's first
             host.base = _pages(imported)
             host.built = apages - host.base
-    first_map = b._next_map
+    first_map = b.next_map
     growth = (warm or {}).get("anon_growth")
     if host and growth:
         # the loader's heap, written before the model is mapped, and the import's heap the
@@ -185,7 +185,7 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     # decode step, on the heap's brk and obmalloc-arena addresses. The warm run measures how many
     # pages it references (`teardown`, at the child's exit stop): 85-87% of what is left of the
     # heap, spread over it as far as its per-mapping counts tell; and the libraries' code it runs.
-    for mid, n in _alive_maps(b, PID, first_map):
+    for mid, n in b.alive_maps(PID, first_map):
         b.event(t, PID, Op.MUNMAP, mid, 0, n)
     end = (warm or {}).get("teardown")
     if end and host:
@@ -197,22 +197,6 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
     b.event(t + 2, PID, Op.PROC_EXIT)
     b.meta.setdefault("llama", []).append(s.meta())
     return b.build(), s, notes
-
-
-def _alive_maps(b, pid, first):
-    """(map id, pages) of pid's mappings with id >= first still wholly mapped in builder b."""
-    b_chunks = b._chunks
-    size, gone = {}, set()
-    for c in b_chunks:
-        op, mp, pg, npg, p = c["op"], c["map"], c["page"], c["npages"], c["pid"]
-        sel = (mp >= first) & (p == pid) & ((op == Op.MMAP) | (op == Op.MUNMAP))
-        for o, m, a, n in zip(op[sel], mp[sel], pg[sel], npg[sel]):
-            m = int(m)
-            if o == Op.MMAP:
-                size[m] = int(n)
-            elif a == 0 and int(n) == size.get(m):
-                gone.add(m)
-    return [(m, n) for m, n in sorted(size.items()) if m not in gone]
 
 
 # mm/memcontrol.c FLUSH_TIME: the kernel folds a memcg's per-cpu statistics into the totals reclaim
@@ -273,7 +257,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
                  threads=int(threads), stats_flush_ms=float(stats_flush_ms),
                  stats_flush_phase_ms=float(stats_flush_phase_ms),
                  **(prof.task_costs(zram, recorded) if prof is not None else {}))
-    # one replay of the phase-split copy (kmemsim.timing.split_phases only inserts PHASE marks, so
+    # one replay of the phase-split copy (kmemsim.engine.time.serial.split_phases only inserts PHASE marks, so
     # the counts are those of the trace itself) gives both the metrics and the per-phase counts
     # the time model needs
     tr2, occ = timing.split_phases(tr)
@@ -325,7 +309,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
 
 
 def _times(r, occ, cfg, prompt, batch, ubatch, prof) -> dict:
-    """TTFT / TPOT from kmemsim.timing (seconds = per-phase counts x device profile) and this
+    """TTFT / TPOT from kmemsim.engine.time.serial (seconds = per-phase counts x device profile) and this
     machine's measured profile `prof` (None: none measured). TTFT: the request's prompt phases (load
     excluded, as the live run times `eval` after `Llama()`); TPOT: the median decode step."""
     if prof is None:

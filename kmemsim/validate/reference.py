@@ -138,7 +138,7 @@ def child_pythonpath_removed():
 
 def reference_child(model, prompt, decode, ctx, mem_limit, outdir, batch, ubatch, threads, zram, swappiness,
                      memcg_interval, record) -> int:
-    """One reference run in `outdir` (kmemsim.recorder.run_command, recorded or not); its exit status."""
+    """One reference run in `outdir` (kmemsim.live.recorder.run_command, recorded or not); its exit status."""
     os.makedirs(outdir, exist_ok=True)
     script = child_script(outdir)
     res_path = os.path.join(outdir, "llama_result.json")

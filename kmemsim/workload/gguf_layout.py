@@ -8,11 +8,13 @@ neighbouring tensors share their boundary pages.
 """
 from __future__ import annotations
 
+import mmap
 import os
+import struct
 from dataclasses import dataclass, field
 
 from ..core.errors import InputError
-from ..core.trace import PAGE_SIZE
+from ..core.units import PAGE_SIZE
 
 # Architectures whose compute graph the workload generator knows (llama.cpp src/models/<arch>.cpp).
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
@@ -85,7 +87,7 @@ class ModelLayout:
 
     def table(self):
         """pandas DataFrame: name, type, shape, n_bytes, data_offset, first_page, npages."""
-        import pandas as pd
+        import pandas as pd      # here: the CLI reads layouts at start-up, pandas only for this table
         return pd.DataFrame([{"name": t.name, "type": t.type, "shape": "x".join(map(str, t.shape)),
                               "n_bytes": t.n_bytes, "data_offset": t.data_offset,
                               "first_page": t.first_page, "npages": t.npages} for t in self.tensors])
@@ -104,7 +106,6 @@ def _parse_header(buf):
     """GGUF v2/v3 header (ggml/src/gguf.cpp gguf_init_from_file_impl): returns (kv dict, tensor infos,
     data start). Parsed with struct, because gguf.GGUFReader decodes every vocabulary entry into numpy
     views (minutes for a 150k-token vocabulary); tests check both agree."""
-    import struct
     n = len(buf)
 
     def need(pos, k):
@@ -180,8 +181,7 @@ def _parse_header(buf):
 def read_layout(path, check_arch=True) -> ModelLayout:
     """Parse a GGUF file's header (no tensor data is read). Raises InputError for a file that is not a
     GGUF, is truncated, or has an architecture whose graph kmemsim does not model."""
-    import mmap
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType   # here: gguf takes 0.2 s to import (start-up)
     path = str(path)
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file")

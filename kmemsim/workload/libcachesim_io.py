@@ -22,6 +22,7 @@ import os
 import numpy as np
 
 from ..core.errors import InputError
+from ..core import trace
 from ..core.trace import MapFlag, Op, Trace, TraceBuilder
 
 RECORD = np.dtype([("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"),
@@ -178,8 +179,7 @@ def load_any(path: str) -> Trace:
     """A trace in any format `kmemsim replay` takes: kmemsim Parquet, oracleGeneral, or csv."""
     fmt = detect_format(path)
     if fmt == "parquet":
-        from ..core.trace import load
-        return load(path)
+        return trace.load(path)
     return load_libcachesim(path, fmt)
 
 

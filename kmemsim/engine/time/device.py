@@ -4,7 +4,7 @@ A profile holds flash read latency and bandwidth by I/O size, zram compress/deco
 algorithm, what reclaim costs (per page scanned, per file folio dropped, per page swapped out),
 llama.cpp's compute speed (weight bytes streamed and matmul multiply-accumulates per second:
 kmemsim.engine.time.compute.TimeModel), and the kernel settings the device implies (mapped onto
-kmemsim.emulator.Config fields). Counts come from the emulator; kmemsim.timing multiplies them by a
+kmemsim.engine.kernel.Config fields). Counts come from the emulator; kmemsim.engine.time.serial multiplies them by a
 profile.
 """
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Device:
         return algo
 
     def task_costs(self, zram: str | None, recorded: bool = False) -> dict:
-        """What the emulator's clock charges (kmemsim.emulator.Config fields, as kmemsim.timing charges
+        """What the emulator's clock charges (kmemsim.engine.kernel.Config fields, as kmemsim.engine.time.serial charges
         the same counts): a readahead read's latency and bandwidth at max_sectors_kb requests, and
         microseconds per page swapped in (decompressed, or a same-filled/zeromap page), per page
         swapped out, per file folio dropped and per page scanned by the task's own reclaim.
@@ -100,7 +100,7 @@ class Device:
         return TimeModel(weight_gbps=self.weight_gbps, matmul_gmac_s=self.matmul_gmac_s)
 
     def config_kwargs(self) -> dict:
-        """The kernel settings this device implies, as kmemsim.emulator.Config keyword arguments."""
+        """The kernel settings this device implies, as kmemsim.engine.kernel.Config keyword arguments."""
         return dict(self.kernel)
 
     def as_dict(self) -> dict:

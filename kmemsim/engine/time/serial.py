@@ -1,13 +1,13 @@
 """The time model: seconds = counts x device profile, per phase.
 
-Counts come from the emulator (per-phase counters of kmemsim.emulator.Result); seconds come from a
-kmemsim.device.Device. The two stay apart: nothing here changes what the emulator counts.
+Counts come from the emulator (per-phase counters of kmemsim.engine.kernel.Result); seconds come from a
+kmemsim.engine.time.device.Device. The two stay apart: nothing here changes what the emulator counts.
 
 Stall time of a phase (what the waiting task pays; kswapd's work is not charged to anyone):
 
     stall_read_ios x latency(S) + stall_read_pages x 4096 / bandwidth(S)      S = pages/ios x 4096
         (or, for a replay that timed its reads with the same profile (Device.task_costs, as
-        kmemsim.predict runs it), io_wait_ns: what its clock waited for reads, a bio queued behind
+        kmemsim.validate.predict runs it), io_wait_ns: what its clock waited for reads, a bio queued behind
         others and a folio still under async readahead included, which the formula cannot see)
   + (stall_swapin_pages - zram_same_reads) x 4096 / zram decompress speed
   + (zram_same_reads + swpin_zero) x zero_page_us    (a zero page from zram or the swap zeromap:
@@ -39,7 +39,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from ...core.trace import CLASS_SHIFT, PAGE_SIZE, MapFlag, Op, PageClass, Trace
+from ...core.units import PAGE_SIZE
+
+from ...core.trace import CLASS_SHIFT, MapFlag, Op, PageClass, Trace
 
 STALL_COUNTERS = ["stall_read_ios", "stall_read_pages", "stall_swapin_pages", "zram_same_reads", "swpin_zero",
                   "stall_reclaim_swapout", "stall_reclaim_scanned", "stall_reclaim_file_folios"]

@@ -59,7 +59,7 @@ def _root(p):
 
 def _llama():
     try:
-        import llama_cpp
+        import llama_cpp                 # the optional dependency (make setup installs it)
     except ImportError as e:
         raise InputError(f"llama-cpp-python is not installed ({e}); `pip install llama-cpp-python==0.3.36` "
                          "or `make setup`")
@@ -82,7 +82,7 @@ def record(model_path, prompt=8, decode=4, ctx=512, batch=512, ubatch=512, kv_ty
     if flash_attn is None:
         flash_attn = quant_v
     llama_cpp.llama_backend_init()
-    _quiet(llama_cpp)
+    quiet(llama_cpp)
     mp = llama_cpp.llama_model_default_params()
     mp.n_gpu_layers = 0
     mp.load_mode = {"mmap": llama_cpp.LLAMA_LOAD_MODE_MMAP, "none": llama_cpp.LLAMA_LOAD_MODE_NONE,
@@ -170,7 +170,7 @@ def record(model_path, prompt=8, decode=4, ctx=512, batch=512, ubatch=512, kv_ty
 _log_cb = None
 
 
-def _quiet(llama_cpp):
+def quiet(llama_cpp):
     """Silence llama.cpp's log (it prints every tensor at load)."""
     global _log_cb
     if _log_cb is None:
@@ -216,16 +216,7 @@ def trace(model_path, prompt, decode, ctx, batch=512, ubatch=512, kv_type="f16",
     s = LlamaSession(model_path, b, pid=pid, ctx=ctx, batch=batch, ubatch=ubatch, kv_type=kv_type,
                      load_mode=load_mode, prefetch=prefetch, flash_attn=flash_attn,
                      repack="auto" if repack else "none", moe_routing=moe_routing, seed=seed)
-    orders = iter([_order_from_items(u) for u in rec["ubatches"]])
-    real_ubatch = s._ubatch
-
-    def ubatch_with_recorded_order(*a, **k):
-        o = next(orders, None)
-        if o is not None:
-            s.order = o
-        return real_ubatch(*a, **k)
-
-    s._ubatch = ubatch_with_recorded_order
+    s.orders = iter([_order_from_items(u) for u in rec["ubatches"]])
     t = s.load(0)
     t = s.request(prompt, decode, t, tokens=np.array(rec["tokens"] + rec["generated"] + [0], np.int64))
     s.close(t)

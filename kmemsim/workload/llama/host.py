@@ -13,7 +13,7 @@ from ...core.units import PAGE_SIZE as P, spread
 class HostSet:
     """The pages the program hosting llama.cpp (the interpreter, llama-cpp-python, the libraries'
     code) touches around each llama_decode call, measured on the live kernel without a limit
-    (kmemsim.validate.engine_warm_set). Kept referenced every step, reclaim activates them
+    (kmemsim.validate.measure.engine_warm_set). Kept referenced every step, reclaim activates them
     (folio_check_references: anon -> activate, VM_EXEC file -> activate).
       heap, heap_pages: the host's anonymous mapping and its size;
       anon: per kind ("prompt", "decode"), the anonymous pages one step references, llama.cpp's own

@@ -110,6 +110,7 @@ class LlamaSession:
         self.kv = None                                                     # and the context's, once created
         self.router = Router(moe_routing, self.hp, self.rng)
         self.order = graph_order(self.L)
+        self.orders = None     # per-ubatch graph orders (an iterator) that replace `order` in turn (cb_eval's)
         self.t = 0
         self.loaded = False
         self.n_requests = 0
@@ -255,6 +256,8 @@ class LlamaSession:
     # ---- one ubatch --------------------------------------------------------------------------
     def _ubatch(self, t, phase, tokens, pos0, streams, n_out):
         """Emit one llama_decode ubatch: tokens (ids), starting cell pos0 in each of `streams`."""
+        if self.orders is not None:              # the order llama.cpp recorded for this ubatch
+            self.order = next(self.orders, self.order)
         b, pid, hp = self.b, self.pid, self.hp
         self._phase(t, phase)
         n_tok = len(tokens) * len(streams)

@@ -189,7 +189,7 @@ def build(scn: Scenario, progress=None) -> Trace:
 
 
 # ------------------------------------------------------------------------------------------------
-# LLM sessions → trace (through kmemsim.llama_workload).
+# LLM sessions → trace (through kmemsim.workload.llama).
 
 def model_layout(scn: Scenario):
     """The model argument for llama_workload.generate: a GGUF path, or a preset's file-less layout."""
@@ -228,7 +228,7 @@ def llm_calls(scn: Scenario, pl: Plan):
 def build_llm(scn: Scenario, pl: Plan, b: TraceBuilder, progress=None) -> None:
     """One LLM process (pid LLM_PID) serving every call of the plan, one at a time, on builder b.
 
-    The process loads the model once (kmemsim.llama_workload.LlamaSession.load: mmap of the weights,
+    The process loads the model once (kmemsim.workload.llama.LlamaSession.load: mmap of the weights,
     repacked copies, ...) and holds one llama_context per session, as a llama.cpp server does: each
     session gets its own KV cache (allocated and cleared when the session is created), output and
     compute buffers, and shares the model's mappings. A call prefills its new tokens at positions
@@ -266,7 +266,7 @@ def build_llm(scn: Scenario, pl: Plan, b: TraceBuilder, progress=None) -> None:
         t_free = t + 1
         if progress:
             progress(k + 1)
-    # what kmemsim.timing needs of the process (its MACs per token and per output row)
+    # what kmemsim.engine.time.serial needs of the process (its MACs per token and per output row)
     b.meta.setdefault("llama", []).append(first.meta())
 
 
