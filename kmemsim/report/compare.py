@@ -18,7 +18,6 @@ from ..engine import managers
 from ..engine.time import serial as timing
 from ..workload import llama as lw, scenario
 from ..workload.llama.graph import step_rows
-from . import html, plots
 from .tables import describe, table_markdown
 
 COLUMNS = ["policy", "peak_memory_bytes", "mean_memory_bytes", "peak_resident_bytes", "storage_read_bytes",
@@ -191,6 +190,7 @@ def summarize(runs) -> pd.DataFrame:
 
 def write(cmp: Comparison, out_dir) -> dict:
     """All outputs into out_dir (created); each file written atomically. Returns name -> path."""
+    from . import html, plots          # here: matplotlib takes 0.3 s, and only writing the report draws
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"-o {out_dir}: exists and is not a directory")
