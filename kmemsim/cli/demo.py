@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..core.data import DEFAULT_DEVICE, SCENARIOS
+from . import options
 
 BUNDLED = SCENARIOS / "kv-prealloc-small.toml"
 
@@ -19,9 +20,10 @@ BUNDLED = SCENARIOS / "kv-prealloc-small.toml"
 @click.option("--mem", "mems", multiple=True, default=("2G", "640M"), show_default=True,
               help="memory for the trace (RAM); repeat for several runs (default: roomy, then tight)")
 @click.option("--zram", default="zstd:1G", show_default=True)
+@options.kv_manager
 @click.option("-o", "--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="also write the report (summary.csv, plots, report.html) here")
-def demo(path, policies, device_name, mems, zram, out_dir):
+def demo(path, policies, device_name, mems, zram, kv_manager, out_dir):
     """Compare stock, IS, DW and IS+DW on the bundled small scenario and print the table."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device as devmod
@@ -30,7 +32,7 @@ def demo(path, policies, device_name, mems, zram, out_dir):
     pols = cmpmod.parse_policies(policies)
     dev = devmod.load(device_name)
     cfgs = [cmpmod.base_config(dev, mem=m, zram=zram) for m in mems]     # all checked before any work
-    wl = cmpmod.load_workload(path)
+    wl = cmpmod.load_workload(path, kv_manager=kv_manager)
     for i, (mem, cfg) in enumerate(zip(mems, cfgs)):
         cmp = cmpmod.run(wl, pols, dev, cfg)
         click.echo(("\n" if i else "") + describe(cmp))
