@@ -8,7 +8,7 @@ recorder slows decoding by at most 3%. Needs root (the recorder does) and llama-
 
 `--pressure PCT` (`make bench-record-pressure`): what the recorder costs a run under reclaim, where
 every probe fires. `kmemsim validate`'s reference run of a small model in a cgroup limited to PCT% of
-its size, recorded and then again unrecorded (validate.live_run), `--rounds` pairs; prints the
+its size, recorded and then again unrecorded (validate.reference.live_run), `--rounds` pairs; prints the
 recorded/unrecorded ratios of TTFT and TPOT and what the kernel did in each (major faults, swap-out).
 """
 from __future__ import annotations

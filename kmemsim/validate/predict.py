@@ -3,16 +3,16 @@
 
 The trace is one process:
   1. the engine itself, before any model: the interpreter + llama-cpp-python's libraries. Measured once
-     per machine (validate.engine_baseline; by validate before each live run): page cache it brings
+     per machine (validate.measure.engine_baseline; by validate before each live run): page cache it brings
      in (charged to the cgroup; each library it maps as a file of its own, faulted in once, only the
      pages no other process maps touched, the rest as read(2)), and its anonymous
-     memory, replaced by what the model's metadata probe reports (validate.llama_probe: RssAnon after
+     memory, replaced by what the model's metadata probe reports (validate.measure.llama_probe: RssAnon after
      Llama() built with no_alloc, i.e. plus llama.cpp's vocab/metadata heap and llama-cpp-python's
      objects);
      The baseline's kernel memory beyond what the core charges itself is one KMEM event;
   2. llama.cpp's load, context, prompt and decode steps (kmemsim.workload.llama), with the compute
      buffer sized as llama.cpp logs it, and the engine's warm set, anonymous growth and decode ids
-     measured by the unlimited warm run (validate.engine_warm_set).
+     measured by the unlimited warm run (validate.measure.engine_warm_set).
 Nothing here is fitted to a run: the same measurements feed every limit.
 """
 from __future__ import annotations
@@ -92,7 +92,7 @@ def _engine(b, t, engine, anon_bytes, start_bytes=None):
 def _engine_kmem_pages(engine):
     """Kernel memory the engine's start-up charged to its cgroup beyond what the emulator charges
     for the same start-up itself (page tables, page-cache xarray nodes): dentries, inodes, task
-    structs, kernel stacks, libc's page tables (validate.engine_baseline's `kmem_bytes`, the
+    structs, kernel stacks, libc's page tables (validate.measure.engine_baseline's `kmem_bytes`, the
     cgroup's kernel memory at the end of the import). 0 for a baseline without that record."""
     if not engine or not engine.get("kmem_bytes"):
         return 0
@@ -106,7 +106,7 @@ def _engine_kmem_pages(engine):
 def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, engine=None, probe=None,
                 warm=None, time_model=None, kv_manager=None):
     """The predicted trace and the LlamaSession that generated its llama.cpp part. `warm`: the
-    engine's warm set per llama_decode call (validate.engine_warm_set); `time_model`: the compute
+    engine's warm set per llama_decode call (validate.measure.engine_warm_set); `time_model`: the compute
     speed that times it (this machine's profile; None: the default device's); `kv_manager`: who keeps
     the KV cache (None: llama.cpp's own)."""
     b = TraceBuilder(source="kmemsim predict")
@@ -156,7 +156,7 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
         if "context" in growth:
             host.context_old = max(0, int(warm["context"]["anon"]) - _pages(growth["context"]))
         # the process's anonymous memory grows as the prompt and each step run, beyond what the
-        # session's buffers account for (validate.engine_warm_set's RssAnon at each stop): malloc'd
+        # session's buffers account for (validate.measure.engine_warm_set's RssAnon at each stop): malloc'd
         # and numpy memory freed (unmapped) with the Llama object, so it goes at the teardown
         host.growth = {k: _pages(growth[k]) for k in ("prompt", "decode")}
         host.grow_pages = host.growth["prompt"] + host.growth["decode"] * int(decode)

@@ -179,7 +179,7 @@ def quiet(llama_cpp):
 
 
 def generated_items(layout):
-    """The generator's graph order (llama_workload.graph_order) in the recorder's vocabulary."""
+    """The generator's graph order (workload.llama.graph_order) in the recorder's vocabulary."""
     out = []
     for kind, name in graph_order(layout):
         it = f"kv{name}" if kind == "kv" else name

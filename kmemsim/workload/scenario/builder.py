@@ -192,7 +192,7 @@ def build(scn: Scenario, progress=None) -> Trace:
 # LLM sessions → trace (through kmemsim.workload.llama).
 
 def model_layout(scn: Scenario):
-    """The model argument for llama_workload.generate: a GGUF path, or a preset's file-less layout."""
+    """The model argument for workload.llama.generate: a GGUF path, or a preset's file-less layout."""
     m = dict(scn.llm.model)
     if "path" in m:
         return m["path"]
