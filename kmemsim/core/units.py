@@ -80,6 +80,11 @@ def format_size(n: int) -> str:
 # ------------------------------------------------------------------------------------------------
 # Pages of byte ranges
 
+def pad(x, n):
+    """x rounded up to a multiple of n (ggml's GGML_PAD)."""
+    return -(-x // n) * n
+
+
 def pages(nbytes) -> int:
     """Pages that hold nbytes (rounded up)."""
     return -(-int(nbytes) // PAGE_SIZE)

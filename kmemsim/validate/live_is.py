@@ -40,7 +40,7 @@ import pandas as pd
 
 from ..core.atomic import atomic_write
 from ..core.errors import InputError
-from ..core.units import PAGE_SIZE as PAGE, parse_size
+from ..core.units import PAGE_SIZE as PAGE, pad, parse_size
 from ..engine.managers import KVGeometry
 from ..engine.managers.llamacpp import layout
 from ..live import rundir
@@ -70,7 +70,7 @@ def kv_layout(model, ctx, kv_type="f16") -> dict:
         raise InputError("is-live supports the f16 KV cache (llama-cpp-python's default) only")
     hp = read_layout(model).hparams
     return layout(KVGeometry(n_layer=hp["n_layer"], n_embd_kv=hp["head_dim"] * hp["n_head_kv"],
-                             kv_size=-(-int(ctx) // 256) * 256))
+                             kv_size=pad(int(ctx), 256)))
 
 
 def kv_tail_ranges(base, lay, used_cells):

@@ -34,11 +34,6 @@ TENSOR_ALIGNMENT = 32   # ggml-cpu buffer alignment (ggml/src/ggml-impl.h TENSOR
 KV_TYPES = {"f16": (2, 1, PageClass.KV_F16), "q8_0": (34, 32, PageClass.KV_Q8)}
 
 
-def pad(x, n):
-    """x rounded up to a multiple of n (GGML_PAD)."""
-    return -(-x // n) * n
-
-
 @dataclass(frozen=True)
 class KVGeometry:
     """What a llama context asks of its KV cache (llama_kv_cache's constructor arguments)."""

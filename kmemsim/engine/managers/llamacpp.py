@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.trace import MapFlag, Op, WriteFlag
-from ...core.units import PAGE_SIZE as P, page_runs, page_span, pages
-from .base import KV_TYPES, TENSOR_ALIGNMENT, KVCache, KVGeometry, pad
+from ...core.units import PAGE_SIZE as P, pad, page_runs, page_span, pages
+from .base import KV_TYPES, TENSOR_ALIGNMENT, KVCache, KVGeometry
 from .registry import register
 
 

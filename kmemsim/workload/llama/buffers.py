@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...core.units import PAGE_SIZE
+from ...core.units import PAGE_SIZE, pad
 from ...engine.managers import TENSOR_ALIGNMENT
-from ...engine.managers.base import pad
 from ..gguf_layout import ModelLayout, TensorInfo
 from .graph import is_matmul_weight
 

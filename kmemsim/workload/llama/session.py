@@ -19,7 +19,7 @@ import numpy as np
 
 from ...core.errors import InputError
 from ...core.trace import Advice, MapFlag, Op, PageClass, Trace, TraceBuilder
-from ...core.units import PAGE_SIZE as P, page_span, page_runs, pages
+from ...core.units import PAGE_SIZE as P, pad, page_span, page_runs, pages
 from ...engine import managers
 from ...engine.time import device
 from ...engine.time.compute import TimeCursor
@@ -31,10 +31,6 @@ from .graph import (get_rows_order, graph_order, is_matmul_weight, macs_per_row,
                     output_rows_only, split_prompt)
 from .host import HostSet, HostTouch
 from .routing import Router
-
-
-def _pad(x, n):
-    return -(-x // n) * n
 
 
 def random_token_ids(rng, n_vocab, n):
@@ -77,8 +73,8 @@ class LlamaSession:
             raise InputError(f"--load-mode {load_mode!r}: choose one of {', '.join(LOAD_MODES)}")
         self.seqs = int(seqs)
         # llama_context::llama_context: n_ctx padded to 256; per-stream size n_ctx_seq (kv_unified=false)
-        self.n_ctx = _pad(int(ctx), 256)
-        self.kv_size = _pad(self.n_ctx // self.seqs, 256) if self.seqs > 1 else self.n_ctx
+        self.n_ctx = pad(int(ctx), 256)
+        self.kv_size = pad(self.n_ctx // self.seqs, 256) if self.seqs > 1 else self.n_ctx
         self.n_ctx_user = int(ctx)
         # llama.cpp: n_batch = min(n_ctx, n_batch); n_ubatch = min(n_batch, n_ubatch) (llama.py too)
         self.batch = min(int(batch), self.n_ctx_user)
@@ -261,7 +257,7 @@ class LlamaSession:
         b, pid, hp = self.b, self.pid, self.hp
         self._phase(t, phase)
         n_tok = len(tokens) * len(streams)
-        n_kv = min(self.kv_size, max(256, _pad(pos0 + len(tokens), 256)))   # llama_kv_cache::get_n_kv
+        n_kv = min(self.kv_size, max(256, pad(pos0 + len(tokens), 256)))   # llama_kv_cache::get_n_kv
         cur = float(t)
         # inputs: compute buffer written for this ubatch
         cb = min(self.compute_bytes, buffers.compute_bytes(hp, n_tok, n_kv))
