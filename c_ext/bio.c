@@ -108,7 +108,8 @@ static void device_schedule(struct km_emu *e)
         struct bio_inflight *b = &e->bios[i];
         if (b->done == INT64_MAX) b->done = e->dev_t + e->cfg.io_latency_ns;   /* no transfer time */
         if (b->done < e->io_next_done) e->io_next_done = b->done;
-        if (e->ioq[b->first].done == b->done) continue;  /* its folios have it already */
+        if (b->first == b->last || e->ioq[b->first].done == b->done) continue;   /* no folios (a direct
+                                                          * read), or they have it already */
         for (int64_t q = b->first; q < b->last; q++) {
             struct bio_entry *x = &e->ioq[q];
             if (e->io_done[x->f] == x->done) e->io_done[x->f] = b->done;
@@ -148,6 +149,33 @@ void submit_read(struct km_emu *e)
     device_schedule(e);
 }
 
+/* A direct read (direct_io.c): n pages from the device straight into the task's buffer, no folio
+ * of the page cache. iomap_dio_bio_iter() builds the bios, each of at most BIO_MAX_VECS bvecs
+ * (bio_iov_vecs_to_alloc()): 256 pages where no two pages of the task's buffer are physically
+ * contiguous (bio_iov_iter_get_pages() merges those that are into one bvec; the live kernel sent a
+ * 4 MiB O_DIRECT read into a fresh anonymous buffer as 3 or 4 bios, tests/test_direct_io_live.py);
+ * the block layer splits any larger than the queue's max_sectors_kb (bio_split_to_limits();
+ * Config.io_pages). submit_bio()
+ * sends them all at once at the task's clock (at the device's time if that is ahead, as
+ * submit_read()); they share the device with whatever else is in flight, as page-cache reads do,
+ * and each is a bio of bio_reads when it ends. dio numbers them for direct_read_wait(). */
+void submit_direct_read(struct km_emu *e, int64_t dio, int64_t n)
+{
+    int64_t max = e->cfg.io_pages > 0 && e->cfg.io_pages < BIO_MAX_VECS ? e->cfg.io_pages : BIO_MAX_VECS;
+    device_advance(e, io_clock(e));
+    for (int64_t off = 0; off < n; off += max) {
+        int64_t pages = n - off < max ? n - off : max;
+        if (e->nr_bios == e->cap_bios) {
+            e->cap_bios = e->cap_bios ? 2 * e->cap_bios : 64;
+            e->bios = realloc(e->bios, sizeof *e->bios * (size_t)e->cap_bios);
+            if (!e->bios) abort();
+        }
+        e->bios[e->nr_bios++] = (struct bio_inflight){ 0, 0, pages * e->cfg.io_ns_per_page, INT64_MAX,
+                                                       e->dev_t, dio };
+    }
+    device_schedule(e);
+}
+
 /* The bios the device has finished by now: their folios are unlocked (folio_end_read()). A
  * queued folio that has since gone (a later read of the same id) is passed over. */
 void bio_endio(struct km_emu *e)
@@ -173,12 +201,24 @@ void bio_endio(struct km_emu *e)
     while (e->ioq_head < e->ioq_unsubmitted && e->ioq[e->ioq_head].done <= now) e->ioq_head++;
 }
 
+/* When direct read dio completes: its last bio still in flight, or `until` if that is later (a bio
+ * that has ended is no longer in bios[]; one still in flight only moves later as others join). */
+static int64_t direct_read_done(const struct km_emu *e, int64_t dio, int64_t until)
+{
+    for (int i = 0; i < e->nr_bios; i++)
+        if (e->bios[i].dio == dio && e->bios[i].done > until) until = e->bios[i].done;
+    return until;
+}
+
 /* When a waiting thread's read completes: later bios may have slowed it since it began to wait. */
 static int64_t io_waiter_until(const struct km_emu *e, const struct io_waiter *w)
 {
+    if (w->dio) return direct_read_done(e, w->dio, w->until);
     int64_t d = e->io_done[w->f];
     return (e->folios[w->f].flags & PG_locked) && d != INT64_MAX && d > w->until ? d : w->until;
 }
+
+static void io_wait_node(struct km_emu *e, struct io_waiter me);
 
 /* A task needs folio f: if it is still being read, the task waits for it (see the head comment
  * for the threads of a graph node). */
@@ -192,12 +232,31 @@ void folio_wait_locked(struct km_emu *e, folio_id f)
     if (u <= now) { bio_endio(e); return; }
     count(e, VM_io_waits, 1);
     if (e->th.on) { thread_wait_until(e, u); bio_endio(e); return; }
+    io_wait_node(e, (struct io_waiter){ f, u, 0 });
+}
+
+/* The task sleeps until direct read dio has ended (__iomap_dio_rw() of a synchronous kiocb:
+ * blk_io_schedule() until the last bio's iomap_dio_bio_end_io() wakes it), a wait like a folio's
+ * (io_waits, io_wait_ns; the threads of a graph node as in folio_wait_locked()). */
+void direct_read_wait(struct km_emu *e, int64_t dio)
+{
+    int64_t u = direct_read_done(e, dio, 0), now = io_clock(e);
+    if (u <= now) { bio_endio(e); return; }
+    count(e, VM_io_waits, 1);
+    if (e->th.on) { thread_wait_until(e, u); bio_endio(e); return; }
+    io_wait_node(e, (struct io_waiter){ -1, u, dio });
+}
+
+/* A thread of the graph node waits until me.until: another thread goes on if one is free,
+ * else the clock moves to the first read any of them waits for. */
+static void io_wait_node(struct km_emu *e, struct io_waiter me)
+{
+    int64_t u = me.until, now = io_clock(e);
     for (int i = 0; i < e->nr_io_wait; i++) e->io_wait[i].until = io_waiter_until(e, &e->io_wait[i]);
     for (int i = 0; i < e->nr_io_wait;)                  /* threads whose reads are done go on */
         if (e->io_wait[i].until <= now) e->io_wait[i] = e->io_wait[--e->nr_io_wait];
         else i++;
     int max = e->cfg.nr_threads - 1 < 64 ? e->cfg.nr_threads - 1 : 64;
-    struct io_waiter me = { f, u };
     if (e->nr_io_wait < max) { e->io_wait[e->nr_io_wait++] = me; return; }   /* another thread goes on */
     int k = -1;                                          /* all wait: the first read to complete */
     int64_t first = u;

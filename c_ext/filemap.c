@@ -119,6 +119,31 @@ void filemap_remove_folio(struct km_emu *e, folio_id id, uint64_t shadow)
     count(e, VM_file_pages_deleted, nr);
 }
 
+/* clear_shadow_entries() (mm/truncate.c; invalidate_inode_pages2_range()'s, for the shadows among
+ * the entries it found): every shadow entry of pages [start, end] is erased (xas_store(NULL)), a
+ * multi-index one (a large folio's, order >= 6) whole, its sibling slots with it, also where it
+ * reaches outside the range. The leaf nodes left empty are freed. */
+void clear_shadow_entries(struct km_emu *e, int32_t obj, int64_t start, int64_t end)
+{
+    struct object *o = &e->objs[obj];
+    if (end >= o->npages) end = o->npages - 1;
+    for (int64_t p = start; p <= end; p++) {
+        if (!o->shadow[p]) continue;
+        int64_t g = p >> XA_CHUNK_SHIFT;
+        uint8_t l = e->kmem_off ? 0 : o->xa_leaf[g];
+        if (l > 64) {                                     /* a multi-index entry: all of it */
+            int64_t nr = 1LL << (l - XA_MULTI), first = p & ~(nr - 1);
+            int64_t last = first + nr < o->npages ? first + nr : o->npages;
+            memset(o->shadow + first, 0, sizeof(uint64_t) * (size_t)(last - first));
+            for (int64_t k = first >> XA_CHUNK_SHIFT; k <= (last - 1) >> XA_CHUNK_SHIFT; k++) o->xa_leaf[k] = 0;
+            p = last - 1;
+            continue;
+        }
+        o->shadow[p] = 0;
+        if (!e->kmem_off && --o->xa_leaf[g] == 0) xa_node_charge(e, -1);
+    }
+}
+
 /* filemap_read(): read(2) of pages [index, index + n): sync readahead on a miss, async readahead at
  * a marked folio, and folio_mark_accessed() once per folio (as pos_same_folio() allows). */
 int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n)

@@ -459,7 +459,8 @@ int64_t handle_range_threads(struct km_emu *e, int32_t vi, int64_t page, int64_t
     return n;
 }
 
-/* zap_pte_range(): unmap pages. Anonymous pages and their swap slots are freed when free_anon;
+/* zap_pte_range(): unmap pages. Anonymous pages and their swap slots are freed when free_anon (1);
+ * ZAP_KEEP_COWS leaves the anonymous (COW) PTEs mapped and unmaps the file pages only;
  * file pages stay cached, and a young mapping marks the folio accessed on the way out, once per
  * batch: zap_present_ptes() clears a run of present PTEs of one folio within one page table at once
  * (folio_pte_batch(), their young bits merged) and zap_present_folio_ptes() calls
@@ -481,6 +482,7 @@ void zap_page_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int f
             batch = -1;
         }
         if (f >= 0 && batch < 0) { batch = f; batch_young = 0; }
+        if (free_anon == ZAP_KEEP_COWS && (pte & PTE_ANON)) continue;   /* should_zap_folio() */
         if (pte & PTE_PRESENT) {
             v->pte[p] = 0;
             if (pte & PTE_ZERO) continue;
@@ -490,7 +492,7 @@ void zap_page_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int f
             e->folios[fo].mapcount--;
             if (fo == batch) batch_young |= pte & PTE_YOUNG;
         }
-        if (free_anon && v->anon >= 0) {
+        if (free_anon > 0 && v->anon >= 0) {
             struct object *a = &e->objs[v->anon];
             if (a->folio[p] >= 0) {
                 folio_id f = a->folio[p];
@@ -506,4 +508,21 @@ void zap_page_range(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int f
         }
     }
     if (batch >= 0 && batch_young && recency) folio_mark_accessed(e, batch);
+}
+
+/* unmap_mapping_pages(mapping, start, nr, even_cows = false): the file's pages [start, start + nr)
+ * are zapped in every vma that maps them (the i_mmap tree: the object's reverse map), as
+ * zap_page_range() unmaps them (a young run marks its folio accessed); a private mapping's COW
+ * copies stay (should_zap_folio(): not even_cows, an anonymous folio is skipped). */
+void unmap_mapping_pages(struct km_emu *e, int32_t obj, int64_t start, int64_t nr)
+{
+    struct object *o = &e->objs[obj];
+    for (int i = 0; i < o->nvmas; i++) {
+        int32_t vi = o->vmas[i];
+        struct vma *v = &e->vmas[vi];
+        if (!v->alive || v->obj != obj) continue;
+        int64_t lo = start > v->pgoff ? start : v->pgoff;
+        int64_t hi = start + nr < v->pgoff + v->npages ? start + nr : v->pgoff + v->npages;
+        if (lo < hi) zap_page_range(e, vi, lo - v->pgoff, hi - lo, ZAP_KEEP_COWS);
+    }
 }

@@ -18,9 +18,10 @@
 #define MMAP_LOTSAMISS 100
 #define MAX_RECLAIM_RETRIES 16
 
-/* Trace ops: values fixed by kmemsim/trace.py (Op). */
+/* Trace ops: values fixed by kmemsim/core/trace.py (Op), in its order. */
 enum { OP_PROC_START, OP_PROC_EXIT, OP_MMAP, OP_MUNMAP, OP_READ, OP_WRITE, OP_MADVISE, OP_FADVISE,
-       OP_MLOCK, OP_MUNLOCK, OP_PHASE, OP_FREAD, OP_SET_OOM_ADJ, OP_OPEN, OP_KMEM, NR_OPS };
+       OP_MLOCK, OP_MUNLOCK, OP_PHASE, OP_FREAD, OP_SET_OOM_ADJ, OP_OPEN, OP_KMEM, OP_DIO_READ,
+       OP_DIO_WRITE, NR_OPS };
 /* MapFlag bits (trace.py) and kernel vm_flags we derive from advice. */
 enum { MAP_F_SHARED = 1, MAP_F_READ = 2, MAP_F_WRITE = 4, MAP_F_EXEC = 8, MAP_F_POPULATE = 16,
        MAP_F_LOCKED = 32, MAP_F_WEIGHTS = 64, VM_SEQ_READ = 1 << 16, VM_RAND_READ = 1 << 17 };
@@ -295,11 +296,15 @@ struct km_emu {
         int64_t rem;                           /* transfer left, ns at the full bandwidth */
         int64_t done;                          /* its completion, if no other bio comes */
         int64_t submitted;                     /* the device's time at submit_bio() */
+        int64_t dio;                           /* a direct read's number (direct_io.c; no folio:
+                                                * first == last), 0: a page-cache read */
     } *bios;
     int nr_bios, cap_bios;
     int64_t dev_t;                             /* the device's service is accounted up to here */
     int64_t io_next_done;                      /* the first bios[].done (INT64_MAX: none) */
-    struct io_waiter { folio_id f; int64_t until; } io_wait[64];   /* threads of this graph node waiting */
+    struct io_waiter { folio_id f; int64_t until; int64_t dio; } io_wait[64];   /* threads of this graph node
+                                                * waiting: for folio f, or (dio > 0) for that direct read */
+    int64_t nr_dio;                            /* direct reads submitted so far: their numbers */
     int nr_io_wait;
     int64_t *added_at;                         /* per file folio: when it entered the page cache (2+ threads) */
     struct mm_threads {                        /* a matmul's threads (memory.c handle_range_threads()) */
@@ -459,6 +464,11 @@ int filemap_add_folio(struct km_emu *e, int32_t obj, int64_t index, int order, i
                       int noretry);   /* 0 ok, -1 task killed, -2 a noretry (readahead) charge failed */
 void filemap_remove_folio(struct km_emu *e, folio_id id, uint64_t shadow);
 int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n);
+void clear_shadow_entries(struct km_emu *e, int32_t obj, int64_t start, int64_t end);
+
+/* direct_io.c: pread(2)/pwrite(2) of an O_DIRECT file descriptor, pages [index, index + n) */
+void direct_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n);
+void direct_write(struct km_emu *e, int32_t obj, int64_t index, int64_t n);
 
 /* readahead.c */
 void file_ra_state_init(struct km_emu *e, int32_t obj);
@@ -478,6 +488,9 @@ int64_t handle_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int
 int64_t handle_range_threads(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int64_t chunk, int64_t node_ns);
 void thread_yield(struct km_emu *e);
 void zap_page_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int free_anon);
+#define ZAP_KEEP_COWS (-1)     /* zap_page_range()'s free_anon: file PTEs only, private COW copies stay
+                                * mapped (unmap_mapping_pages()' even_cows = false) */
+void unmap_mapping_pages(struct km_emu *e, int32_t obj, int64_t start, int64_t nr);
 int32_t anon_object_new(struct km_emu *e, int64_t npages, int cls);
 void rmap_add(struct km_emu *e, int32_t obj, int32_t vma);
 void rmap_remove(struct km_emu *e, int32_t obj, int32_t vma);
@@ -502,6 +515,8 @@ static inline void bio_poll(struct km_emu *e)
     if (e->io_on && e->io_next_done <= io_clock(e)) bio_endio(e);
 }
 void folio_wait_locked(struct km_emu *e, folio_id f);
+void submit_direct_read(struct km_emu *e, int64_t dio, int64_t n);
+void direct_read_wait(struct km_emu *e, int64_t dio);
 void io_barrier(struct km_emu *e, int64_t next);
 /* A folio another thread's readahead has not added yet on this thread's clock is not in the page
  * cache for this thread (handle_range_threads()). */

@@ -245,7 +245,9 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             break;
         case OP_FADVISE:
         case OP_FREAD:
-        case OP_OPEN: {
+        case OP_OPEN:
+        case OP_DIO_READ:
+        case OP_DIO_WRITE: {
             if (flags[i] >= (uint32_t)e->nr_files)
                 return km_fail(e, "event %lld: file %u unknown", (long long)i, flags[i]);
             int32_t o = e->file_obj[flags[i]];
@@ -254,7 +256,9 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             if (end > e->objs[o].npages) end = e->objs[o].npages;
             if (page[i] >= end) break;
             if (op[i] == OP_FADVISE) generic_fadvise(e, o, page[i], end - page[i], (int)arg[i]);
-            else filemap_read(e, o, page[i], end - page[i]);
+            else if (op[i] == OP_FREAD) filemap_read(e, o, page[i], end - page[i]);
+            else if (op[i] == OP_DIO_READ) direct_read(e, o, page[i], end - page[i]);    /* direct_io.c */
+            else direct_write(e, o, page[i], end - page[i]);
             break;
         }
         case OP_MLOCK:

@@ -2,12 +2,13 @@
 each. The command modules import their heavy machinery inside the command (start-up: `kmemsim --help`
 loads no pandas, no C core)."""
 from .main import main
-from . import compare, demo, is_live, predict, profile, record, replay, scenario, validate, workload
+from . import compare, demo, experiment, is_live, predict, profile, record, replay, scenario, validate, workload
 
 __all__ = ["main"]
 
 main.add_command(demo.demo)
 main.add_command(compare.compare)
+main.add_command(experiment.experiment)
 main.add_command(profile.profile)
 main.add_command(replay.replay)
 main.add_command(record.run)

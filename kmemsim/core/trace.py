@@ -40,6 +40,10 @@ class Op(IntEnum):
     OPEN = 13        # open(2) of a file: a new struct file, so fresh readahead state; flags = file id
     KMEM = 14        # npages of kernel memory charged to the memcg that the trace does not model
                      # otherwise (slab: dentries, inodes, task structs); never reclaimed
+    DIO_READ = 15    # pread(2) of an O_DIRECT fd: map = -1, flags = file id, page/npages = file pages;
+                     # from the device, not through the page cache (pgpgin; the task waits for it)
+    DIO_WRITE = 16   # pwrite(2) of an O_DIRECT fd: as DIO_READ; pgpgout, and the range's cached
+                     # pages are removed from the page cache with no shadow entry
 
 
 class MapFlag(IntFlag):
@@ -171,8 +175,9 @@ def validate(tr: Trace) -> None:
     first(mm & (c["arg"] != -1) & ~np.isin(c["arg"], known_files),
           "MMAP names a file not in the trace metadata (arg is a file id, or -1 for anonymous)")
     first(mm & (c["npages"] == 0), "MMAP of zero pages")
-    first(np.isin(op, [Op.FADVISE, Op.FREAD, Op.OPEN]) & ~np.isin(c["flags"].astype(np.int64), known_files),
-          "FADVISE/FREAD/OPEN names a file not in the trace metadata (flags is the file id)")
+    first(np.isin(op, [Op.FADVISE, Op.FREAD, Op.OPEN, Op.DIO_READ, Op.DIO_WRITE])
+          & ~np.isin(c["flags"].astype(np.int64), known_files),
+          "FADVISE/FREAD/OPEN/DIO_READ/DIO_WRITE names a file not in the trace metadata (flags is the file id)")
     first((op == Op.READ) & (c["arg"] < 0), "READ with a negative chunk (arg: pages each thread takes, or 0)")
     first((op == Op.PHASE) & ((c["arg"] < 0) | (c["arg"] >= max(1, len(tr.meta.get("phases", []))))),
           "PHASE names a phase not in the trace metadata")
@@ -356,7 +361,7 @@ def merge(traces: list[Trace], source="merged") -> Trace:
         fm = (op == Op.MMAP) & (c["arg"] >= 0)
         if fm.any():
             c["arg"][fm] = remap(c["arg"][fm])
-        fa = op == Op.FADVISE
+        fa = np.isin(op, [Op.FADVISE, Op.DIO_READ, Op.DIO_WRITE])
         if fa.any():
             c["flags"][fa] = remap(c["flags"][fa].astype(np.int64)).astype(np.uint32)
         ph = op == Op.PHASE

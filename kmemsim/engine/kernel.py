@@ -219,7 +219,7 @@ class Emulator:
             lut = np.vectorize(lambda x: fid_dense.get(int(x), x), otypes=[np.int64])
             fm = mm & (arg >= 0)
             arg[fm] = lut(arg[fm])
-            fa = np.isin(c["op"], [Op.FADVISE, Op.FREAD])     # file id in flags
+            fa = np.isin(c["op"], [Op.FADVISE, Op.FREAD, Op.DIO_READ, Op.DIO_WRITE])   # file id in flags
             flags[fa] = lut(flags[fa].astype(np.int64)).astype(np.uint32)
         file_pages = np.array([int(f["pages"]) for f in files], np.int64)
         phases = list(trace.meta.get("phases", []))

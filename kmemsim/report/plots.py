@@ -128,3 +128,31 @@ def phase_panels(panels, phases) -> bytes:
     fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
     return buf.getvalue()
+
+
+def experiment_lines(df, x, y, line, facet, logy=False, title="", xlabel="", ylabel="") -> bytes:
+    """A metric against an axis, one line per `line` value, one panel per combination of the `facet`
+    columns (rows by the first, columns by the second), every panel on the same scale."""
+    rows = sorted(df[facet[0]].unique())
+    cols = sorted(df[facet[1]].unique())
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=(3.6 * len(cols) + 1, 2.8 * len(rows) + 0.8),
+                             sharex=True, sharey=True, squeeze=False)
+    names = list(dict.fromkeys(df[line]))
+    for (i, r), (j, c) in ((a, b) for a in enumerate(rows) for b in enumerate(cols)):
+        ax = axes[i, j]
+        sub = df[(df[facet[0]] == r) & (df[facet[1]] == c)]
+        for k, name in enumerate(names):
+            d = sub[sub[line] == name].groupby(x, as_index=False)[y].mean().sort_values(x)
+            ax.plot(d[x], d[y], marker="o", ms=3, lw=1.2, label=name, color=f"C{k}")
+        ax.set_title(f"{r}, {facet[1]} {c}", fontsize=9)
+        if logy:
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3, which="both")
+        if i == len(rows) - 1:
+            ax.set_xlabel(xlabel or x)
+        if j == 0:
+            ax.set_ylabel(ylabel or y)
+    axes[0, -1].legend(fontsize=7, loc="upper right")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return _png(fig)

@@ -48,3 +48,18 @@ def describe(cmp) -> str:
         mem = f"mem {cfg['mem'] / 2**30:.2f} GiB"
     return (f"{cmp.workload.name}: {len(cmp.workload.trace):,} events; device {cmp.device.name}; {mem}; "
             f"zram {cfg.get('zram')}")
+
+
+def markdown(df: pd.DataFrame, digits=3) -> str:
+    """Any table as Markdown: floats to `digits` significant figures, missing values as '-'."""
+    def cell(v):
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return "-"
+        if isinstance(v, (float, np.floating)):
+            return f"{v:.{digits}g}"
+        return str(v)
+    cols = [str(c) for c in df.columns]
+    out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df.itertuples(index=False):
+        out.append("| " + " | ".join(cell(v) for v in row) + " |")
+    return "\n".join(out)

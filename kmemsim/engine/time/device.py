@@ -1,6 +1,7 @@
 """Device profiles: what a count costs in seconds on a device (workloads/devices/*.toml).
 
-A profile holds flash read latency and bandwidth by I/O size, zram compress/decompress speed per
+A profile holds flash read latency and bandwidth by I/O size (and the flash's throughput ceiling and
+usable queue depth for reads kept in flight: Device.flash_throughput), zram compress/decompress speed per
 algorithm, what reclaim costs (per page scanned, per file folio dropped, per page swapped out),
 llama.cpp's compute speed (weight bytes streamed and matmul multiply-accumulates per second:
 kmemsim.engine.time.compute.TimeModel), and the kernel settings the device implies (mapped onto
@@ -54,6 +55,13 @@ class Device:
     recorded: dict = field(default_factory=dict)
     path: str = ""
     extra: dict = field(default_factory=dict)
+    # the flash with reads kept in flight ([storage] max_gbps, queue_depth: flash_throughput()):
+    # its throughput ceiling in GB/s (None: the largest bandwidth_gbps), and the host's usable queue
+    # depth (UFS 4.0's command queue is 32 deep)
+    max_gbps: float | None = None
+    queue_depth: int = 32
+    # what GPU inference engines and their KV codecs cost ([gpu], [codecs]; engine_costs())
+    engine: dict = field(default_factory=dict)
 
     # --- storage ---------------------------------------------------------------------------------
     def _interp(self, io_bytes, ys):
@@ -67,6 +75,42 @@ class Device:
     def read_bandwidth(self, io_bytes):
         """Bytes per second of a read of io_bytes."""
         return self._interp(io_bytes, self.bandwidth_gbps) * 1e9
+
+    def flash_throughput(self, io_bytes, queue_depth):
+        """Bytes per second of reads of io_bytes each, queue_depth of them kept in flight.
+
+        The model: q = min(queue_depth, the profile's queue_depth) reads of S bytes in flight, each
+        taking its QD1 time latency(S) + S / bandwidth(S) (the profile's own definition of a
+        synchronous read: read_latency_s, read_bandwidth), so q x S bytes per QD1 time, capped by the
+        link at max_gbps: min(max_gbps, q x S / (latency(S) + S / bandwidth(S))). Its terms: the QD1
+        table ([storage] io_kb, latency_us, bandwidth_gbps), the host's usable queue depth
+        ([storage] queue_depth, default 32: JEDEC UFS 4.0's command queue depth) and the device's
+        ceiling at high queue depth ([storage] max_gbps, default the table's largest bandwidth).
+        At queue depth 1 it is the QD1 rate S / (latency(S) + S / bandwidth(S))."""
+        q = np.asarray(queue_depth, float)
+        if (q < 1).any() or not np.isfinite(q).all():
+            raise InputError(f"flash_throughput: queue_depth must be >= 1, got {queue_depth!r}")
+        s = np.maximum(np.asarray(io_bytes, float), 1.0)
+        qd1 = s / (self.read_latency_s(s) + s / self.read_bandwidth(s))
+        cap = (self.max_gbps if self.max_gbps is not None else float(self.bandwidth_gbps.max())) * 1e9
+        out = np.minimum(cap, np.minimum(q, self.queue_depth) * qd1)
+        return float(out) if out.ndim == 0 else out
+
+    # --- inference engines beside llama.cpp's CPU path ------------------------------------------
+    ENGINE_KEYS = ("gpu_weight_gbps", "gpu_gmac_s", "svm_alloc_gbps", "flexgen8_decomp_gbps", "flexgen4_decomp_gbps")
+
+    def engine_costs(self) -> dict:
+        """The [gpu] and [codecs] tables (GB/s and GMAC/s): a GPU engine's streaming of weights and KV
+        (gpu_weight_gbps) and its multiply-accumulates (gpu_gmac_s), allocating raw buffers
+        (svm_alloc_gbps), and the KV codecs' decompression (raw bytes out per second). A profile
+        without them cannot time a GPU engine: the error says which key is missing."""
+        missing = [k for k in self.ENGINE_KEYS if k not in self.engine]
+        if missing:
+            table = lambda k: "codecs" if k.startswith("flexgen") else "gpu"
+            raise InputError(f"device {self.name}: no " + ", ".join(
+                f"[{table(k)}] {k.removeprefix('gpu_') if table(k) == 'gpu' and k != 'svm_alloc_gbps' else k}"
+                for k in missing) + " (a GPU engine's costs; see galaxy-s25plus.toml)")
+        return dict(self.engine)
 
     # --- zram ------------------------------------------------------------------------------------
     def zram_algo(self, zram: str | None) -> str:
@@ -108,12 +152,16 @@ class Device:
             "name": self.name, "description": self.description, "source": self.source,
             "ram_bytes": self.ram, "available_bytes": self.available, "kernel": self.kernel,
             "storage": {"io_kb": self.io_kb.tolist(), "latency_us": self.latency_us.tolist(),
-                        "bandwidth_gbps": self.bandwidth_gbps.tolist()},
+                        "bandwidth_gbps": self.bandwidth_gbps.tolist(),
+                        "max_gbps": (self.max_gbps if self.max_gbps is not None
+                                     else float(self.bandwidth_gbps.max())),
+                        "queue_depth": self.queue_depth},
             "zram": {"compress_gbps": self.compress_gbps, "decompress_gbps": self.decompress_gbps,
                      "zero_page_us": self.zero_page_us},
             "reclaim": {"scan_us_per_page": self.scan_us_per_page, "file_folio_us": self.file_folio_us,
                         "swap_page_us": self.swap_page_us, "recorded": self.recorded},
             "compute": {"weight_gbps": self.weight_gbps, "matmul_gmac_s": self.matmul_gmac_s},
+            "engine": self.engine,
             "path": self.path,
         }
 
@@ -133,7 +181,7 @@ def _num(d, key, where, lo=0.0, strict=True):
 
 def parse(raw: dict, path: str = "<device>") -> Device:
     known = {"name", "description", "source", "memory", "kernel", "storage", "zram", "reclaim", "compute",
-             "reference", "measured"}
+             "gpu", "codecs", "reference", "measured"}
     for k in raw:
         if k not in known:
             raise InputError(f"{path}: unknown key {k!r}")
@@ -158,6 +206,10 @@ def parse(raw: dict, path: str = "<device>") -> Device:
             (io_kb <= 0).any() or (lat < 0).any() or (bw <= 0).any():
         raise InputError(f"{path}: storage: io_kb must increase, and the three lists have one positive "
                          "value per I/O size")
+    max_gbps = _num(st, "max_gbps", f"{path}: storage") if "max_gbps" in st else None
+    qd = st.get("queue_depth", 32)
+    if isinstance(qd, bool) or not isinstance(qd, int) or qd < 1:
+        raise InputError(f"{path}: storage: queue_depth must be an integer >= 1, got {qd!r}")
     z = raw.get("zram", {})
     comp, decomp = dict(z.get("compress_gbps", {})), dict(z.get("decompress_gbps", {}))
     for k, v in list(comp.items()) + list(decomp.items()):
@@ -181,6 +233,10 @@ def parse(raw: dict, path: str = "<device>") -> Device:
         weight_gbps=_num(c, "weight_gbps", f"{path}: compute"),
         matmul_gmac_s=_num(c, "matmul_gmac_s", f"{path}: compute"),
         path=str(path), extra={k: raw[k] for k in ("reference", "measured") if k in raw},
+        max_gbps=max_gbps, queue_depth=qd,
+        engine={f"gpu_{k}" if k != "svm_alloc_gbps" else k: _num(raw["gpu"], k, f"{path}: gpu")
+                for k in raw.get("gpu", {})} | {k: _num(raw["codecs"], k, f"{path}: codecs")
+                                               for k in raw.get("codecs", {})},
     )
 
 

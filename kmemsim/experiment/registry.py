@@ -1,0 +1,20 @@
+"""The experiments by name. An experiment module has NAME, TITLE, PAPER (the source), and
+run(out_dir, quick=False, progress=None) -> pandas.DataFrame (the summary it wrote)."""
+from __future__ import annotations
+
+from ..core.errors import InputError
+from . import mzcache_ttft
+
+EXPERIMENTS = {m.NAME: m for m in (mzcache_ttft,)}
+
+
+def names() -> list[str]:
+    return list(EXPERIMENTS)
+
+
+def get(name):
+    try:
+        return EXPERIMENTS[name]
+    except KeyError:
+        raise InputError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)} "
+                         "(kmemsim experiment list)") from None
