@@ -33,7 +33,7 @@ asan: setup
 	KMEMSIM_SANITIZE=1 $(PY) c_ext/build.py build/asan
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	KMEMSIM_CORE_PATH=build/asan $(VENV)/bin/pytest -q -x -p no:cacheprovider tests/test_core_mechanisms.py tests/test_core_invariants.py
+	KMEMSIM_CORE_PATH=build/asan $(VENV)/bin/pytest -q -x -p no:cacheprovider tests/test_core_mechanisms.py tests/test_core_invariants.py tests/test_lmkd.py
 
 bench: setup
 	$(PY) -m kmemsim.bench.replay

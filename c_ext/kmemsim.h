@@ -16,7 +16,7 @@ struct km_config {
     int32_t fault_around_pages;   /* fault_around_bytes / 4096; 1 disables */
     int32_t prefault_young;       /* 1: fault-around maps young PTEs (x86); 0: old (arm64 with HW AF) */
     int32_t max_folio_order;      /* mapping_max_folio_order(); 0 = order-0 page cache only */
-    int32_t lmk;                  /* 1: lmkd kills by oom_score_adj at the min watermark; 0: OOM killer */
+    int32_t lmk;                  /* 1: Android's lmkd decides kills (lmkd.c); 0: only the OOM killer */
     int32_t swap_zeromap;         /* 1 (Linux 6.12+): zero pages swap out to a bitmap, never to zram */
     int32_t exec_folio_order;     /* Linux 6.17+: exec faults read forward within the vma in folios of
                                    * this order (x86 0, arm64 4); -1: before, read around like data */
@@ -56,6 +56,9 @@ const char *km_gauge_name(int32_t i);
 void km_counters(struct km_emu *e, uint64_t *out);           /* totals */
 void km_gauges(struct km_emu *e, int64_t *out);               /* current values */
 void km_task_counters(struct km_emu *e, uint64_t *out);       /* [nr_tasks][nr_counters] */
+void km_task_kills(struct km_emu *e, int64_t *out);
+int32_t km_nr_lmkd_reasons(void);
+const char *km_lmkd_reason(int32_t i);                        /* lmkd.cpp's kill_reasons, by index */          /* [nr_tasks][2]: killed_at (-1: not), by (1 OOM, 2 + lmkd's reason) */
 void km_phase_counters(struct km_emu *e, uint64_t *out);      /* [nr_phases][nr_counters] */
 int64_t km_timeline_rows(struct km_emu *e);
 /* rows of [t, phase, counters..., gauges...] */

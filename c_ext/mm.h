@@ -132,11 +132,23 @@ enum { PMD_TABLE = 1, PMD_SPLIT = 2 };
 #define XA_MULTI 128           /* xa_leaf: + the order of a multi-index entry (>= XA_CHUNK_SHIFT) */
 #define XA_NODE_BYTES 576      /* sizeof(struct xa_node) on 64-bit (radix_tree_node_cachep) */
 
+/* Who killed a task (struct task.killed_by): the OOM killer, or lmkd with its kill reason
+ * (lmkd.cpp enum kill_reasons, in its order). */
+enum { KILLED_BY_OOM = 1, KILLED_BY_LMKD = 2 };
+#define LMKD_REASONS(X) X(PRESSURE_AFTER_KILL) X(NOT_RESPONDING) X(LOW_SWAP_AND_THRASHING) \
+    X(LOW_MEM_AND_SWAP) X(LOW_MEM_AND_THRASHING) X(DIRECT_RECL_AND_THRASHING)
+#define LMKD_ITEM(n) LMKD_##n,
+enum { LMKD_REASONS(LMKD_ITEM) NR_LMKD_REASONS };
+#undef LMKD_ITEM
+
 struct task {
     int32_t pid;
     int alive;
     int oom_score_adj;
     int64_t rss;               /* pages mapped (file + anon), for the OOM killer's badness */
+    int64_t killed_at;         /* trace time the OOM killer or lmkd killed it; -1: it was not */
+    int killed_by;             /* KILLED_BY_OOM, or KILLED_BY_LMKD + lmkd's kill reason */
+    int64_t adj_seq;           /* when oom_score_adj was last set (an order): lmkd's adj slot list */
 };
 
 /* Counters, named as in include/linux/vm_event_item.h / mmzone.h / zram mm_stat; stall_*, io_*,
@@ -284,6 +296,12 @@ struct km_emu {
     uint64_t scratch[2][NR_VM_COUNTERS];       /* rows for "no task" / "no phase yet" */
     int32_t cur_task, cur_phase, nr_phases;
     int64_t now;                               /* trace time of the event being replayed */
+    struct lmkd {                              /* lmkd.c: mp_event_psi()'s static state */
+        int polled, killing, thrashing_limit;
+        int64_t last_poll, reset_t, init_ws_refault, prev_refault, base_file_lru, prev_thrash_growth;
+        int64_t init_pgscan_kswapd, init_pgscan_direct;
+        int64_t adj_seq;                       /* oom_score_adj updates so far (struct task.adj_seq) */
+    } lmkd;
 
     /* reads in flight (bio.c) */
     int io_on;                                 /* the config gives storage a time */
@@ -539,6 +557,11 @@ int zram_full(const struct km_emu *e);
 
 /* oom_kill.c */
 int out_of_memory(struct km_emu *e, int memcg);
+void oom_kill_process(struct km_emu *e, int32_t victim, int by);
+/* lmkd.c */
+int lmkd_watermark(const struct km_emu *e, int64_t free);
+int lmkd_poll(struct km_emu *e, int wmark);
+int lmkd_not_responding(struct km_emu *e);
 void exit_task(struct km_emu *e, int32_t task);
 
 /* policies */

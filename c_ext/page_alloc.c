@@ -107,9 +107,9 @@ void wakeup_kswapd(struct km_emu *e)
 }
 
 /* The allocation path for nr pages (__alloc_pages_slowpath, simplified): memcg charge, which may
- * reclaim; below the low watermark wake kswapd; below min, lmkd (if configured) or direct reclaim,
- * and when reclaim makes no progress MAX_RECLAIM_RETRIES times, the OOM killer. Returns -1 if the
- * allocating task was killed or nothing could be freed. */
+ * reclaim; below the low watermark wake kswapd (and lmkd, if configured, looks: lmkd.c); below min,
+ * direct reclaim, and when it makes no progress MAX_RECLAIM_RETRIES times, lmkd's critical kill or
+ * the OOM killer. Returns -1 if the allocating task was killed or nothing could be freed. */
 int alloc_pages_may_reclaim(struct km_emu *e, int64_t nr)
 {
     return alloc_pages_gfp(e, nr, 0);
@@ -125,7 +125,16 @@ int alloc_pages_gfp(struct km_emu *e, int64_t nr, int noretry)
         if (r < 0) return r;
     }
     if (!e->total_pages) return 0;
-    if (free_pages(e) - nr < e->wmark_low) wakeup_kswapd(e);
+    if (free_pages(e) - nr < e->wmark_low) {
+        int wmark = lmkd_watermark(e, free_pages(e) - nr);
+        wakeup_kswapd(e);
+        /* kswapd reclaiming is memory pressure PSI reports: lmkd looks, seeing free memory as it
+         * was when kswapd woke (here kswapd has finished at once) */
+        if (e->cfg.lmk && lmkd_poll(e, wmark) && e->cur_task >= 0 && !e->tasks[e->cur_task].alive) {
+            mem_cgroup_uncharge(e, nr);
+            return -1;
+        }
+    }
     if (noretry && free_pages(e) - nr < e->wmark_min) {
         try_to_free_pages(e, SWAP_CLUSTER_MAX, RECLAIM_DIRECT);
         if (free_pages(e) - nr < e->wmark_min) {
@@ -136,11 +145,12 @@ int alloc_pages_gfp(struct km_emu *e, int64_t nr, int noretry)
     int no_progress = 0;
     while (free_pages(e) - nr < e->wmark_min) {
         int killed = 0;
-        if (e->cfg.lmk) killed = out_of_memory(e, 0) == 1;   /* lmkd kills before reclaim stalls */
+        if (e->cfg.lmk) killed = lmkd_poll(e, lmkd_watermark(e, free_pages(e) - nr));
         if (!killed) {
             if (try_to_free_pages(e, SWAP_CLUSTER_MAX, RECLAIM_DIRECT) > 0) { no_progress = 0; continue; }
             if (no_progress++ < MAX_RECLAIM_RETRIES) continue;
-            killed = out_of_memory(e, 0) == 1;
+            /* no progress: a complete stall, lmkd's critical level, before the kernel's OOM killer */
+            killed = (e->cfg.lmk && lmkd_not_responding(e)) || out_of_memory(e, 0) == 1;
         }
         if (!killed || (e->cur_task >= 0 && !e->tasks[e->cur_task].alive)) {
             mem_cgroup_uncharge(e, nr);

@@ -52,6 +52,7 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
     e->tasks = xcalloc(nr_tasks, sizeof(struct task));
     e->task_vm = xcalloc((size_t)(nr_tasks > 0 ? nr_tasks : 1) * NR_VM_COUNTERS, sizeof(uint64_t));
     e->nr_tasks = nr_tasks;
+    for (int32_t k = 0; k < nr_tasks; k++) e->tasks[k].killed_at = -1;
     e->cur_task = -1;
     e->cur_phase = -1;
 
@@ -199,6 +200,7 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
         switch (op[i]) {
         case OP_PROC_START:
             ts->alive = 1; ts->oom_score_adj = (int)arg[i]; ts->pid = tk;
+            ts->adj_seq = e->lmkd.adj_seq++;
             break;
         case OP_PROC_EXIT:
             exit_task(e, tk);
@@ -268,6 +270,7 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             break;
         case OP_SET_OOM_ADJ:
             ts->oom_score_adj = (int)arg[i];
+            ts->adj_seq = e->lmkd.adj_seq++;
             break;
         case OP_KMEM:                             /* kernel objects the trace does not model */
             if (npages[i] < 0)

@@ -94,3 +94,12 @@ int km_fail(struct km_emu *e, const char *fmt, ...)
     return -1;
 }
 const char *km_error(struct km_emu *e) { return e->err; }
+
+/* Which tasks the OOM killer or lmkd killed, and when (trace time of the event that needed the memory). */
+void km_task_kills(struct km_emu *e, int64_t *out)
+{
+    for (int32_t t = 0; t < e->nr_tasks; t++) {
+        out[2 * t] = e->tasks[t].killed_at;
+        out[2 * t + 1] = e->tasks[t].killed_by;
+    }
+}

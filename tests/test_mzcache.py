@@ -1,16 +1,20 @@
 """mzCache's model (kmemsim.engine.managers.mzcache) against its artifact's code facts
 (mzcache-project/mzcache; ../shared/reference/seed-systems.md §1), its restore pipeline's ablations
-(EVALUATION.md §4), and `kmemsim experiment mzcache-ttft` (Fig 9)."""
+(EVALUATION.md §4), `kmemsim experiment mzcache-ttft` (Fig 9) and `mzcache-apps` (Fig 15)."""
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from kmemsim.cli import main
+from kmemsim.core.data import SCENARIOS
+from kmemsim.core.trace import Op
+from kmemsim.engine.kernel import LMKD_REASONS, Config, Emulator
 from kmemsim.engine.managers import mzcache as mz, partial_offload as po
 from kmemsim.engine.time import device
 from kmemsim.engine.time.pipeline import Pipeline
 from kmemsim.experiment import mzcache_ttft as X
+from kmemsim.workload import scenario as sc
 from kmemsim.workload.synth import layout_from_preset
 
 QWEN = layout_from_preset("Qwen3-0.6B", type="f16")
@@ -79,7 +83,7 @@ def test_the_ladder_reaches_every_target_from_where_it_stopped():
 
 def ttft(state, ablation, dev):
     q = mz.Query(8, state.m.n_chunks * 256, QWEN.hparams)
-    sched, _ = mz.restore(state, q, X.mz_costs(dev), Pipeline(dev), ablation)
+    sched, *_ = mz.restore(state, q, X.mz_costs(dev), Pipeline(dev), ablation)
     return sched.makespan
 
 
@@ -146,3 +150,43 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, msg):
     r = CliRunner().invoke(main, ["experiment", "mzcache-ttft", "--quick", *args, "-o", str(tmp_path / "o")])
     assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
     assert not (tmp_path / "o").exists()
+
+
+def test_ten_app_round(tmp_path):
+    # mzCache Fig 15's round (scripts/mzcache/record_demo_rounds.sh), one round of each system.
+    r = CliRunner().invoke(main, ["experiment", "mzcache-apps", "--quick", "--set", "rounds=1",
+                                  "-o", str(tmp_path / "x")])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "x"
+    for f in ("summary.csv", "summary.parquet", "requests.csv", "kills.csv", "paper.csv", "report.md"):
+        assert (out / f).exists(), f
+    df = pd.read_csv(out / "summary.csv")
+    req = pd.read_csv(out / "requests.csv")
+    at = lambda s, step: df[(df["system"] == s) & (df["trim_step"] == step)].iloc[0]
+    # the paper's outcome for mzCache: it keeps its pid
+    assert not df[df["system"] != "os-paging"]["llm_killed"].any()
+    assert (df["requests_served"] == 1).all()
+    # mzcache_kv_state.h: "an ordinary malloc pool is anonymous memory zram swaps out, turning the next
+    # swapin into a major-fault storm" -- arenas still in RAM (trim step 0.05) and left to the kernel
+    # fault back at the Send; mlocked ones (the artifact's way) never leave
+    assert at("mzcache-swappable", 0.05)["restore_major_faults"] > 10_000
+    assert at("mzcache", 0.05)["restore_major_faults"] == 0
+    storm = req[(req["system"] == "mzcache-swappable") & (req["trim_step"] == 0.05)]
+    calm = req[(req["system"] == "mzcache") & (req["trim_step"] == 0.05)]
+    assert (storm["ttft_s"].to_numpy() > calm["ttft_s"].to_numpy()).all()
+    # whatever lmkd killed, it killed for one of lmkd.cpp's reasons
+    kills = pd.read_csv(out / "kills.csv")
+    assert set(kills["by"]) <= {"lmkd"} and set(kills["reason"]) <= set(LMKD_REASONS)
+
+
+def test_mzcache_engine_bypasses_the_page_cache():
+    # mzCache's flash files are O_DIRECT (mzcache_kv_state.h): a round's trims write its chunks and
+    # arenas and the Send reads them back without one page-cache page of those files
+    scn = sc.load(str(SCENARIOS / "mzcache-ten-apps.toml"),
+                  ['llm.engine="mzcache"', "llm.trim_step=0.25", "switch.rounds=1", "duration=330"])
+    tr = sc.build(scn, device=device.load("galaxy-s25plus"))
+    ops = tr["op"][tr["pid"] == sc.LLM_PID]
+    assert (ops == Op.DIO_WRITE).sum() > 0 and (ops == Op.DIO_READ).sum() > 0
+    res = Emulator(Config(mem="6G", zram="zstd:8G")).replay(tr)
+    mz_files = res.files[res.files["path"].str.startswith("<mzcache:")]
+    assert len(mz_files) > 0 and (mz_files["pages_added"] == 0).all(), mz_files

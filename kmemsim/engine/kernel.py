@@ -44,6 +44,7 @@ GAUGES = [ffi.string(lib.km_gauge_name(i)).decode() for i in range(lib.km_nr_gau
 
 # the policies the core's registry holds (policy_lookup in c_ext/policy_stock.c), in its order
 POLICIES = [ffi.string(lib.km_policy_name(i)).decode() for i in range(lib.km_nr_policies())]
+LMKD_REASONS = [ffi.string(lib.km_lmkd_reason(i)).decode().lower() for i in range(lib.km_nr_lmkd_reasons())]
 
 
 @dataclass
@@ -185,6 +186,7 @@ class Result:
     files: pd.DataFrame                    # per file: pages added/deleted/resident
     page_states: dict = field(default_factory=dict)   # path -> per-page bits (PageState)
     config: dict = field(default_factory=dict)
+    kills: pd.DataFrame = None             # pid, t (trace ns), by ("oom" or "lmkd"), reason: the tasks killed
 
 
 class Emulator:
@@ -279,7 +281,14 @@ class Emulator:
         summary.update({k: int(v) for k, v in zip(GAUGES, g)})
         summary["peak_resident_bytes"] = summary.pop("peak_resident") * PAGE_SIZE
         summary["peak_memory_bytes"] = summary.pop("peak_memory") * PAGE_SIZE
+        kills = np.zeros((len(pids), 2), np.int64)
+        lib.km_task_kills(emu, ffi.from_buffer("int64_t[]", kills))
+        k = kills[:, 0] >= 0
         return Result(
+            kills=pd.DataFrame({"pid": np.asarray(pids)[k], "t": kills[k, 0],
+                                "by": np.where(kills[k, 1] >= 2, "lmkd", "oom"),
+                                "reason": [LMKD_REASONS[b - 2] if b >= 2 else "oom" for b in kills[k, 1]]})
+                .sort_values("t", kind="stable", ignore_index=True),
             summary=summary,
             timeline=timeline,
             per_phase=pd.DataFrame(per_phase[:len(phases)].astype(np.int64), index=pd.Index(phases, name="phase"),

@@ -56,9 +56,7 @@ def mz_profile(dev, m: mz.MzModel) -> mz.MzProfile:
 
 
 def mz_costs(dev, codec="flexgen8") -> mz.MzCosts:
-    c = dev.engine_costs()
-    return mz.MzCosts(alloc=c["svm_alloc_gbps"] * 1e9, decomp=c[f"{codec}_decomp_gbps"] * 1e9,
-                      gpu_bytes=c["gpu_weight_gbps"] * 1e9, gpu_macs=c["gpu_gmac_s"] * 1e9)
+    return mz.costs_of(dev, codec)
 
 
 def mzcache_ttft(dev, layout, context, remaining, codec="flexgen8") -> dict:
@@ -69,7 +67,7 @@ def mzcache_ttft(dev, layout, context, remaining, codec="flexgen8") -> dict:
     q = mz.Query(QUERY, context, layout.hparams)
     out = {"achieved_remaining": state.remaining(), **{f"mz_{k}": v for k, v in state.summary().items()}}
     for ab in mz.ABLATIONS:
-        sched, _ = mz.restore(state, q, mz_costs(dev, codec), Pipeline(dev), ab)
+        sched, *_ = mz.restore(state, q, mz_costs(dev, codec), Pipeline(dev), ab)
         out[ab] = sched.makespan
     return out
 

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...core.errors import InputError
+from ...core.trace import MapFlag, Op, PageClass
+from ...core.units import PAGE_SIZE, pages
 
 CHUNK_TOKENS = 256        # mzcache_types.h TOKENS_PER_CHUNK
 MAX_CHUNKS = 256          # mzcache_types.h MAX_CHUNKS_PER_TENSOR: at most 65,536 tokens
@@ -252,6 +254,13 @@ class MzCosts:
     gpu_macs: float
 
 
+def costs_of(dev, codec="flexgen8") -> MzCosts:
+    """A device profile's costs for mzCache (Device.engine_costs: [gpu], [codecs])."""
+    c = dev.engine_costs()
+    return MzCosts(alloc=c["svm_alloc_gbps"] * 1e9, decomp=c[f"{codec}_decomp_gbps"] * 1e9,
+                   gpu_bytes=c["gpu_weight_gbps"] * 1e9, gpu_macs=c["gpu_gmac_s"] * 1e9)
+
+
 @dataclass(frozen=True)
 class Query:
     """The request the restore serves: a query of `tokens` over the context's `context` tokens on a
@@ -271,10 +280,20 @@ def layer_seconds(m: MzModel, q: Query, c: MzCosts) -> float:
     return (m.weight_layer_bytes + kv) / c.gpu_bytes + macs / c.gpu_macs
 
 
+@dataclass
+class Job:
+    """One piece of a restore: a weight layer or a chunk, its allocation and its refill task."""
+    layer: int
+    chunk: int                    # -1 for a weight layer
+    kind: str                     # "weight", "chunk" (compressed: decompressed), "stored" (read)
+    alloc: object = None
+    refill: object = None
+
+
 def restore(state: MzState, q: Query, costs: MzCosts, pipeline, ablation="ARP"):
     """The restore and the query's prefill as a pipeline (kmemsim.engine.time.pipeline.Pipeline, given
     empty): swapin_generate()'s streams, in restore order (layer up, chunk up), with the ablation's
-    overlaps. Returns (pipeline's Schedule, the GPU's last task): TTFT is the schedule's makespan."""
+    overlaps. Returns (Schedule, jobs, arena reloads): TTFT is the schedule's makespan."""
     if ablation not in ABLATIONS:
         raise InputError(f"unknown ablation {ablation!r}: choose {', '.join(ABLATIONS)}")
     m = state.m
@@ -285,37 +304,215 @@ def restore(state: MzState, q: Query, costs: MzCosts, pipeline, ablation="ARP"):
     gpu = pipeline.stream("gpu", pipeline.resource("gpu", 1))
     reads = dict(io_bytes=m.chunk_bytes // 2, queue_depth=READ_CORES)   # K and V: a pread each
     # offloaded arenas come back first (swapin_generate reloads them before launching the decode)
-    first = [read.read(f"arena {i}", nbytes=int((state.chunks[i] == COMPRESSED).sum()) * m.compressed_bytes,
-                       io_bytes=m.compressed_bytes, queue_depth=READ_CORES)
-             for i in range(m.n_layer) if state.offloaded[i]]
-    jobs = []                                  # (layer, kind, bytes) in restore order
+    first = {i: read.read(f"arena {i}", nbytes=int((state.chunks[i] == COMPRESSED).sum()) * m.compressed_bytes,
+                          io_bytes=m.compressed_bytes, queue_depth=READ_CORES)
+             for i in range(m.n_layer) if state.offloaded[i]}
+    before = list(first.values())
+    jobs = []                                  # in restore order
     for i in range(m.n_layer):
         if not state.weights[i]:
-            jobs.append((i, "weight", m.weight_layer_bytes))
+            jobs.append(Job(i, -1, "weight"))
         for j in np.flatnonzero(state.chunks[i] != RAW):
-            jobs.append((i, "chunk" if state.chunks[i, j] == COMPRESSED else "stored", m.chunk_bytes))
-    allocs = [alloc.work(f"alloc {k} L{i}", seconds=b / costs.alloc, after=first) for i, k, b in jobs]
+            jobs.append(Job(i, int(j), "chunk" if state.chunks[i, j] == COMPRESSED else "stored"))
+    size = lambda job: m.weight_layer_bytes if job.kind == "weight" else m.chunk_bytes
+    for job in jobs:
+        job.alloc = alloc.work(f"alloc {job.kind} L{job.layer}", seconds=size(job) / costs.alloc, after=before)
     sync = pipeline.stream("sync", pipeline.resource("sync", 1))  # barriers: one task waits for many
     # NO and RP: restoration waits for every allocation (the allocation stream runs them in order)
-    gate = [sync.work("all allocated", seconds=0.0, after=allocs[-1:] + first)] if ablation in ("NO", "RP") else None
+    gate = ([sync.work("all allocated", seconds=0.0, after=[j.alloc for j in jobs[-1:]] + before)]
+            if ablation in ("NO", "RP") else None)
     done = {i: [] for i in range(m.n_layer)}
-    for (i, kind, b), a in zip(jobs, allocs):
-        after = gate if gate is not None else [a]
-        if kind == "chunk":
-            t = dec.work(f"decomp L{i}", seconds=b / costs.decomp, after=after)
-        elif kind == "stored":
-            t = read.read(f"read L{i}", nbytes=b, after=after, **reads)
+    for job in jobs:
+        after = gate if gate is not None else [job.alloc]
+        b = size(job)
+        if job.kind == "chunk":
+            job.refill = dec.work(f"decomp L{job.layer}", seconds=b / costs.decomp, after=after)
+        elif job.kind == "stored":
+            job.refill = read.read(f"read L{job.layer}", nbytes=b, after=after, **reads)
         else:
-            t = read.read(f"weights L{i}", nbytes=b, io_bytes=b, queue_depth=READ_CORES, after=after)
-        done[i].append(t)
-    every = [sync.work("all restored", seconds=0.0, after=[t for ts in done.values() for t in ts] + allocs[-1:] + first)]
+            job.refill = read.read(f"weights L{job.layer}", nbytes=b, io_bytes=b, queue_depth=READ_CORES, after=after)
+        done[job.layer].append(job.refill)
+    every = [sync.work("all restored", seconds=0.0,
+                       after=[j.refill for j in jobs] + [j.alloc for j in jobs[-1:]] + before)]
     per_layer = layer_seconds(m, q, costs)
-    last = None
     for i in range(m.n_layer):
         # wait_for_layer_sync(i): the layer's chunks and weights; NO and AR prefill after all of it
-        after = every if ablation in ("NO", "AR") else done[i] + first
-        last = gpu.work(f"layer {i}", seconds=per_layer, after=after)
+        gpu.work(f"layer {i}", seconds=per_layer, after=every if ablation in ("NO", "AR") else done[i] + before)
     hp = q.hp
     head = hp["n_vocab"] * hp["n_embd"] * 2           # the output head (fp16), for the query's last token
-    last = gpu.work("output", seconds=head / costs.gpu_bytes + head / 2 / costs.gpu_macs)
-    return pipeline.run(), last
+    gpu.work("output", seconds=head / costs.gpu_bytes + head / 2 / costs.gpu_macs)
+    return pipeline.run(), jobs, first
+
+
+# ------------------------------------------------------------------------------------------------
+# mzCache as a process of a trace
+
+class MzEngine:
+    """mzCache's memory as page events of its process, for a scenario's timeline (the ten-app round):
+    what the kernel emulation then does to it is Linux's.
+
+    Buffers: the GPU's shared virtual memory (weight layers, raw KV chunks: OpenCL SVM on kgsl pages,
+    which the kernel does not reclaim) as mlocked anonymous mappings, one per weight layer and one per
+    chunk of a layer (the fine-grained buffers: a chunk is freed alone); the compressed arenas, one per
+    layer, malloc'd anonymous memory, mlocked at the end of each swap-out when `arena_mlock` (the
+    artifact's way: "an ordinary malloc pool is anonymous memory zram swaps out, turning the next swapin
+    into a major-fault storm") or left to the kernel; per layer a flash file for stored chunks, one for
+    the offloaded arena and the weight layer's dump, read and written with O_DIRECT.
+    Signals: trim(step) is onTrimMemory (swapout(ratio - step)); request() is the Send button
+    (swapin_generate(): the restore, its events at their pipeline times, then the query and its decode
+    on the GPU), after which the ratio is 1.0 again.
+    Not modelled: the GPU's reads of SVM memory (mlocked: nothing the kernel does depends on them), the
+    swap-out's own time (its events are placed at the signal's time), the mins/maxs pool apart from the
+    arena (counted in the arena's 17/32)."""
+
+    def __init__(self, layout, events, dev, costs: MzCosts, codec="flexgen8", arena_mlock=True):
+        self.L, self.ev, self.dev, self.costs = layout, events, dev, costs
+        self.codec, self.arena_mlock = codec, bool(arena_mlock)
+        self.hp = hp = layout.hparams
+        self.n_layer = hp["n_layer"]
+        self.tokens = 0
+        self.ratio = 1.0
+        self.state = None
+        self.logged = 0                   # entries of state.log already emitted
+        self.chunk_map = {}               # (layer, chunk) -> map id of the raw chunk's SVM buffer
+        self.weight_map = {}              # layer -> map id of the weight layer's SVM buffer
+        self.arena_map = {}               # layer -> map id of its compressed arena
+        self.requests = []                # (arrival ns, TTFT s, jobs restored)
+        m = self.model(1)
+        self.files = {}
+        for i in range(self.n_layer):
+            self.files["kv", i] = events.file(f"<mzcache: KV_L{i}.bin>", pages(m.chunk_bytes) * MAX_CHUNKS)
+            self.files["arena", i] = events.file(f"<mzcache: arena_L{i}.bin>", pages(m.compressed_bytes) * MAX_CHUNKS)
+            self.files["weights", i] = events.file(f"<mzcache: weights_L{i}.bin>", pages(m.weight_layer_bytes))
+
+    def model(self, tokens) -> MzModel:
+        return model_of(self.L, max(1, int(tokens)), self.codec)
+
+    def profile(self, m: MzModel) -> MzProfile:
+        """What mz_device_profile would measure on the device (as the experiment's planner)."""
+        return MzProfile(decomp=self.costs.decomp, kv_read=self.dev.flash_throughput(m.chunk_bytes // 2, READ_CORES),
+                         weight_read=self.dev.flash_throughput(m.weight_layer_bytes, READ_CORES))
+
+    def _svm(self, t, name, nbytes, cls):
+        """clSVMAlloc: a buffer of the GPU's shared memory, off the kernel's LRU (mlocked), filled."""
+        m = self.ev.mmap(t, name, pages(nbytes), flags=MapFlag.READ | MapFlag.WRITE | MapFlag.LOCKED, cls=cls)
+        self.ev.event(t, Op.WRITE, m, 0, pages(nbytes))
+        return m
+
+    # ---- load and prefill ----------------------------------------------------------------------
+    def load(self, t) -> int:
+        """The model read from its GGUF (mmap, the page cache) into one SVM buffer per weight layer and
+        one for the rest (token_embd, output, norms); the file's pages stay cached, reclaimable."""
+        L = self.L
+        fid = self.ev.file(L.path or f"<layout:{L.name}>", L.file_pages)
+        self.ev.event(t, Op.OPEN, -1, 0, 0, 0, fid)
+        fm = self.ev.mmap(t, "weights (GGUF, mmap)", L.file_pages, file=fid,
+                          flags=MapFlag.SHARED | MapFlag.READ | MapFlag.WEIGHTS)
+        self.ev.event(t, Op.READ, fm, 0, L.file_pages)
+        t += int(L.file_size / self.dev.flash_throughput(int(self.dev.kernel.get("max_sectors_kb", 512)) * 1024, 8) * 1e9)
+        layer = self.model(1).weight_layer_bytes
+        rest = L.file_size - layer * self.n_layer
+        self.weight_map["rest"] = self._svm(t, "SVM weights (token_embd, output)", rest, PageClass.WEIGHTS_F16)
+        for i in range(self.n_layer):
+            self.weight_map[i] = self._svm(t, f"SVM weights L{i}", layer, PageClass.WEIGHTS_F16)
+        self.ev.event(t, Op.MUNMAP, fm, 0, L.file_pages)
+        return t
+
+    def prefill(self, t, n, timed=True) -> int:
+        """n tokens appended to the context: the chunks they fill created (mz_grow_chunks) and written;
+        the GPU's prefill time (a layer's weights and KV streamed, every weight element per token)
+        unless a restore's schedule has timed it already (`timed` False)."""
+        old = self.tokens
+        self.tokens += int(n)
+        m = self.model(self.tokens)
+        for i in range(self.n_layer):
+            for j in range(-(-old // CHUNK_TOKENS), m.n_chunks):
+                self.chunk_map[i, j] = self._svm(t, f"SVM KV L{i} chunk {j}", m.chunk_bytes, PageClass.KV_F16)
+        if timed:
+            t += int(m.n_layer * layer_seconds(m, Query(int(n), self.tokens, self.hp), self.costs) * 1e9)
+        self.state = MzState(m, self.profile(m))
+        self.logged, self.ratio = 0, 1.0
+        return t
+
+    # ---- onTrimMemory -------------------------------------------------------------------------
+    def trim(self, t, step) -> float:
+        """onTrimMemory: swapout(ratio - step); the evictions as events at t. Returns the new ratio."""
+        self.ratio = max(0.0, self.ratio - float(step))
+        st, m = self.state, self.state.m
+        st.swapout(self.ratio)
+        for what, i, j in st.log[self.logged:]:
+            if what == "compress":
+                raw = self.chunk_map.pop((i, j))
+                self.ev.event(t, Op.READ, raw, 0, pages(m.chunk_bytes))
+                arena = self._arena(t, i, m)
+                self.ev.event(t, Op.WRITE, arena, j * pages(m.compressed_bytes), pages(m.compressed_bytes))
+                self.ev.event(t, Op.MUNMAP, raw, 0, pages(m.chunk_bytes))
+            elif what == "store":
+                raw = self.chunk_map.pop((i, j))
+                self.ev.event(t, Op.READ, raw, 0, pages(m.chunk_bytes))
+                self.ev.event(t, Op.DIO_WRITE, -1, j * pages(m.chunk_bytes), pages(m.chunk_bytes), 0, self.files["kv", i])
+                self.ev.event(t, Op.MUNMAP, raw, 0, pages(m.chunk_bytes))
+            elif what == "unload":
+                w = self.weight_map.pop(i)
+                self.ev.event(t, Op.MUNMAP, w, 0, pages(m.weight_layer_bytes))
+            elif what == "offload" and i in self.arena_map:
+                a = self.arena_map.pop(i)
+                n = m.n_chunks * pages(m.compressed_bytes)
+                self.ev.event(t, Op.READ, a, 0, n)
+                self.ev.event(t, Op.DIO_WRITE, -1, 0, n, 0, self.files["arena", i])
+                self.ev.event(t, Op.MUNMAP, a, 0, n)
+        self.logged = len(st.log)
+        if self.arena_mlock:              # mlock of the arenas' used bytes at the end of the swap-out
+            for i, a in self.arena_map.items():
+                self.ev.event(t, Op.MLOCK, a, 0, m.n_chunks * pages(m.compressed_bytes))
+        return self.ratio
+
+    def _arena(self, t, i, m):
+        if i not in self.arena_map:
+            self.arena_map[i] = self.ev.mmap(t, f"compressed arena L{i}", m.n_chunks * pages(m.compressed_bytes),
+                                             flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.KV_Q8)
+        return self.arena_map[i]
+
+    # ---- Send -----------------------------------------------------------------------------------
+    def request(self, t, new, decode, pipeline) -> int:
+        """swapin_generate(): the restore as a pipeline (ARP), each job's events at its task's times from
+        t; then the query's n tokens and `decode` tokens on the GPU. Returns the end time."""
+        st, m = self.state, self.state.m
+        q = Query(int(new), self.tokens + int(new), self.hp)
+        sched, jobs, reloads = restore(st, q, self.costs, pipeline, "ARP")
+        at = lambda x: t + int(x * 1e9)
+        for i, task in reloads.items():           # offloaded arenas read back into a fresh arena
+            self.arena_map[i] = a = self.ev.mmap(at(sched.start(task)), f"compressed arena L{i}",
+                                                 m.n_chunks * pages(m.compressed_bytes),
+                                                 flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.KV_Q8)
+            n = m.n_chunks * pages(m.compressed_bytes)
+            self.ev.event(at(sched.start(task)), Op.DIO_READ, -1, 0, n, 0, self.files["arena", i])
+            self.ev.event(at(sched.end(task)), Op.WRITE, a, 0, n)
+        for job in jobs:
+            t0, t1 = at(sched.start(job.alloc)), at(sched.end(job.refill))
+            if job.kind == "weight":
+                w = self.ev.mmap(t0, f"SVM weights L{job.layer}", pages(m.weight_layer_bytes),
+                                 flags=MapFlag.READ | MapFlag.WRITE | MapFlag.LOCKED, cls=PageClass.WEIGHTS_F16)
+                self.ev.event(at(sched.start(job.refill)), Op.DIO_READ, -1, 0, pages(m.weight_layer_bytes), 0,
+                              self.files["weights", job.layer])
+                self.ev.event(t1, Op.WRITE, w, 0, pages(m.weight_layer_bytes))
+                self.weight_map[job.layer] = w
+                continue
+            raw = self.ev.mmap(t0, f"SVM KV L{job.layer} chunk {job.chunk}", pages(m.chunk_bytes),
+                               flags=MapFlag.READ | MapFlag.WRITE | MapFlag.LOCKED, cls=PageClass.KV_F16)
+            if job.kind == "chunk":               # decompressed from the arena: its pages are read
+                self.ev.event(at(sched.start(job.refill)), Op.READ, self.arena_map[job.layer],
+                              job.chunk * pages(m.compressed_bytes), pages(m.compressed_bytes))
+            else:
+                self.ev.event(at(sched.start(job.refill)), Op.DIO_READ, -1, job.chunk * pages(m.chunk_bytes),
+                              pages(m.chunk_bytes), 0, self.files["kv", job.layer])
+            self.ev.event(t1, Op.WRITE, raw, 0, pages(m.chunk_bytes))
+            self.chunk_map[job.layer, job.chunk] = raw
+        t_end = at(sched.makespan)
+        for i, a in list(self.arena_map.items()):  # restored: the arenas are freed
+            self.ev.event(t_end, Op.MUNMAP, a, 0, m.n_chunks * pages(m.compressed_bytes))
+            del self.arena_map[i]
+        self.requests.append((t, sched.makespan, len(jobs)))
+        t = self.prefill(t_end, new, timed=False)  # the query's cells (its prefill is the schedule's GPU)
+        per_token = m.n_layer * layer_seconds(m, Query(1, self.tokens, self.hp), self.costs)
+        return t + int(decode * per_token * 1e9)

@@ -18,12 +18,15 @@ each LLM request arrives and how long it is) and builder.py turns the plan into 
   speculative candidate paths (N KV sequences) come from kmemsim.workload.llama and are merged
   onto the same timeline.
 
+Kills the emulator makes feed back (relaunch.py): a killed app cold-starts at its next switch.
+
 Randomness comes only from numpy Generators seeded by the file's `seed`, so one file gives one trace.
 Python loops here run per app, per switch and per request, never per page.
 """
 from .builder import build, build_llm, llm_calls, model_layout
+from .relaunch import replay as replay_relaunching
 from .timeline import Chooser, Plan, plan, plan_dict, sequence
 from .schema import APP_PID0, LLM_PID, PATTERNS, TASKS, Scenario, load, parse
 
 __all__ = ["Scenario", "load", "parse", "plan", "Plan", "plan_dict", "build", "build_llm", "llm_calls",
-           "model_layout", "sequence", "Chooser", "PATTERNS", "TASKS", "LLM_PID", "APP_PID0"]
+           "model_layout", "replay_relaunching", "sequence", "Chooser", "PATTERNS", "TASKS", "LLM_PID", "APP_PID0"]

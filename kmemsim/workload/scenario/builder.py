@@ -9,7 +9,12 @@ import numpy as np
 
 from ...core.errors import InputError
 from ...core.trace import MapFlag, Op, Trace, TraceBuilder
+from ...engine.managers import mzcache
+from ...engine.time import device as devmod
+from ...engine.time.pipeline import Pipeline
 from .. import llama as lw, synth
+from ..gguf_layout import read_layout
+from ..llama.events import Events
 from .timeline import Plan, plan, rngs
 from .schema import APP_PID0, LLM_PID, NS, Region, Scenario
 
@@ -49,6 +54,7 @@ class _AppSide:
         p = _AppProc(app, pid)
         T = self.ns(t)
         self.b.process(T, pid, f"{app.name}", oom_score_adj=self.scn.adj["foreground"])
+        self.b.meta.setdefault("app_pids", []).append({"pid": pid, "app": key})
         self.b.phase(T, pid, f"launch {key}")
         for r in app.files:
             fl = MapFlag.READ | (MapFlag.EXEC if r.exec else 0)
@@ -135,8 +141,10 @@ class _AppSide:
             self.b.ranges(ticks, p.pid, Op.READ if is_file else Op.WRITE, m, off, n)
 
 
-def build(scn: Scenario, progress=None) -> Trace:
-    """The scenario's trace: app processes and LLM requests on one timeline."""
+def build(scn: Scenario, progress=None, device=None, engines=None) -> Trace:
+    """The scenario's trace: app processes and LLM requests on one timeline. `device` (a
+    kmemsim.engine.time.device.Device; None: the default) times an mzCache engine; `engines`, a list,
+    gets the MzEngine that made the trace (its restores' TTFTs)."""
     pl = plan(scn)
     rng = rngs(scn.seed)["touch"]
     b = TraceBuilder(source=f"kmemsim scenario {scn.name} ({os.path.basename(scn.file)}, seed {scn.seed})")
@@ -183,7 +191,11 @@ def build(scn: Scenario, progress=None) -> Trace:
             b.phase(side.ns(s.t0), pid, f"switch to {s.app}")
             side.foreground(s.t0, s.app, llm_pid)
             side.touch(s.app, s.t0, t1, warm=not cold)
-    if scn.llm is not None:
+    if scn.llm is not None and scn.llm.engine == "mzcache":
+        eng = build_mzcache(scn, pl, b, device)
+        if engines is not None:
+            engines.append(eng)
+    elif scn.llm is not None:
         build_llm(scn, pl, b, progress=progress)
     return b.build()
 
@@ -268,6 +280,44 @@ def build_llm(scn: Scenario, pl: Plan, b: TraceBuilder, progress=None) -> None:
             progress(k + 1)
     # what kmemsim.engine.time.serial needs of the process (its MACs per token and per output row)
     b.meta.setdefault("llama", []).append(first.meta())
+
+
+def build_mzcache(scn: Scenario, pl: Plan, b: TraceBuilder, device=None) -> mzcache.MzEngine:
+    """The LLM app as mzCache (kmemsim.engine.managers.mzcache.MzEngine): the model loaded into its
+    SVM buffers and each session's prompt prefilled; an onTrimMemory (swapout(ratio - trim_step)) at
+    every switch to another app, as Android trims a backgrounded app; each call a Send: the restore,
+    then the query and its decode."""
+    llm = scn.llm
+    model = model_layout(scn)
+    layout = read_layout(model) if isinstance(model, str) else model
+    dev = device or devmod.load()
+    ev = Events(b, LLM_PID)
+    eng = mzcache.MzEngine(layout, ev, dev, mzcache.costs_of(dev, llm.codec), llm.codec, llm.arena_mlock)
+    t_free = int(round(llm.start * NS))
+    adj = llm.adj if llm.adj is not None else scn.adj["foreground"]
+    b.process(t_free, LLM_PID, "llm (mzcache)", oom_score_adj=adj)
+    b.phase(t_free, LLM_PID, "load")
+    t_free = eng.load(t_free)
+    calls = llm_calls(scn, pl)
+    trims = [(s.t0, "trim", None) for s in pl.slots if s.app != "llm" and s.t0 >= llm.start]
+    for when, kind, c in sorted(trims + [(c[4], "call", c) for c in calls], key=lambda x: x[0]):
+        t = max(int(round(when * NS)), t_free)
+        ev.flush()
+        if kind == "trim":
+            b.phase(t, LLM_PID, "onTrimMemory")
+            eng.trim(t, llm.trim_step)
+            continue
+        si, n_past, new, dec, _, label = c
+        b.phase(t, LLM_PID, label)
+        if n_past == 0 and eng.tokens == 0:          # the session's prompt: prefilled, nothing to restore
+            t = eng.prefill(t, new)
+        else:
+            t = eng.request(t, new, dec, Pipeline(dev))
+        ev.flush()
+        b.phase(t, LLM_PID, label + " end")
+        t_free = t + 1
+    ev.flush()
+    return eng
 
 
 def _serve(s, b, t, n_past, new, decode, label):

@@ -14,6 +14,7 @@ from ...core.errors import InputError
 from ...core.trace import PageClass
 from ...core.units import PAGE_SIZE
 from ...engine import managers
+from ...engine.managers import mzcache
 
 NS = 1_000_000_000
 MB = 1 << 20
@@ -37,6 +38,7 @@ DEFAULT_ADJ = {"foreground": 0, "visible": 100, "perceptible": 200, "previous": 
 CLASSES = {c.name.lower(): c for c in PageClass}
 LOAD_MODES = ("mmap", "mmap+mlock", "none")
 KV_TYPES = tuple(managers.KV_TYPES)
+ENGINES = ("llama.cpp", "mzcache")      # the LLM app's engine (llm.engine)
 APP_PID0 = 10000      # app pids: 10000, 10001, ... (a relaunch after a kill gets a new pid)
 LLM_PID = 2000
 
@@ -199,6 +201,10 @@ class LlmCfg:
     sigma: float | None
     prompt: int | None     # fixed prompt instead of session deltas (kv-prealloc style)
     kv_manager: str = managers.DEFAULT     # who keeps the KV cache (kmemsim.engine.managers)
+    engine: str = "llama.cpp"              # the LLM app: llama.cpp on the CPU, or mzCache (its own memory)
+    codec: str = "flexgen8"                # mzCache's KV codec
+    arena_mlock: bool = True               # mzCache mlocks its compressed arenas (else zram may take them)
+    trim_step: float = 0.25                # mzCache's eviction per onTrimMemory (the demo driver's step)
 
 
 @dataclass
@@ -479,6 +485,10 @@ def _parse_llm(t: _T, path) -> LlmCfg:
         model=model, ctx=ctx, batch=batch, ubatch=ubatch,
         kv_type=t.get("kv_type", "str", "f16", choices=KV_TYPES),
         kv_manager=t.get("kv_manager", "str", managers.DEFAULT, choices=managers.names()),
+        engine=t.get("engine", "str", "llama.cpp", choices=ENGINES),
+        codec=t.get("codec", "str", "flexgen8", choices=tuple(mzcache.CODECS)),
+        arena_mlock=t.get("arena_mlock", "bool", True),
+        trim_step=t.get("trim_step", "num", 0.25, lo=0, hi=1),
         load_mode=t.get("load_mode", "str", "mmap", choices=LOAD_MODES),
         prefetch=t.get("prefetch", "bool", False),
         paths=t.get("paths", "int", 1, lo=1, hi=64),
@@ -504,6 +514,12 @@ def _parse_llm(t: _T, path) -> LlmCfg:
                 raise rq.err("times", f"expected seconds >= 0, got {x!r}")
     if ubatch > batch:
         raise t.err("ubatch", f"must be <= batch ({batch}), got {ubatch}")
+    if cfg.engine == "mzcache":           # mzCache holds one context, fp16 KV chunks, its own loader
+        for k, ok, what in (("sessions", len(sessions) == 1, "one session"), ("paths", cfg.paths == 1, "paths = 1"),
+                            ("kv_type", cfg.kv_type == "f16", 'kv_type = "f16" (its raw chunks; codec compresses)'),
+                            ("kv_manager", cfg.kv_manager == managers.DEFAULT, "the default kv_manager (mzCache is its own)")):
+            if not ok:
+                raise t.err(k, f'engine = "mzcache" takes {what}')
     smallest = min(s.delta[0] + s.system_prompt for s in sessions) + cfg.decode[0]
     if smallest > ctx:
         raise t.err("ctx", f"{ctx} tokens cannot hold even the smallest request ({smallest} tokens "
