@@ -48,6 +48,21 @@ def test_stall_seconds_from_hand_made_counts():
     assert s["stall_s"].tolist() == pytest.approx([1.1e-3, 232e-6, 1.5e-3, 2e-3, 0], abs=1e-12)
 
 
+def test_kswapd_work_and_its_overlap_with_the_task():
+    d = hand()
+    # kswapd stole 300 pages: 100 swapped out (pswpout less the task's own 20), 200 dropped from the
+    # page cache (file_folio_us: the profile's default), and scanned 1000: on its own core
+    counts = pd.DataFrame([dict(pswpout=120, stall_reclaim_swapout=20, pgsteal_kswapd=300, pgscan_kswapd=1000)])
+    us = d.task_costs("lz4")
+    want = (100 * 4096 / 0.4096e9) + 200 * us["file_folio_us"] * 1e-6 + 1000 * 0.5e-6
+    assert timing.kswapd_seconds(counts, d, "lz4")[0] == pytest.approx(want)
+    # kswapd ahead of the task costs it nothing; behind, the task waits, and below the min watermark
+    # reclaims beside it (__alloc_pages_slowpath -> direct reclaim): the reclaim shared on two cores
+    assert timing.kswapd_overlap(2.0, 1.0) == 2.0
+    assert timing.kswapd_overlap(1.0, 3.0) == 2.0
+    assert timing.kswapd_overlap(1.0, 0.0) == 1.0
+
+
 def test_a_replay_that_timed_its_reads_is_charged_its_own_waits():
     # kmemsim.validate.predict replays with the profile's read latency and bandwidth (c_ext/bio.c): a task
     # then waits for its folio's bio, queued behind the bios submitted before it, or for a folio

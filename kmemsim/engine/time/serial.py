@@ -224,6 +224,28 @@ def stall_seconds(counts: pd.DataFrame, device, zram_algo: str, read_waits: bool
     return out
 
 
+def kswapd_seconds(counts: pd.DataFrame, device, zram_algo: str) -> np.ndarray:
+    """Per row of counts: kswapd's own reclaim work in seconds of one core (its pages swapped out,
+    the rest of what it stole dropped from the page cache, the pages it scanned), at the costs a
+    task's own reclaim pays. The emulator's kswapd reclaims at once and moves no clock; this is the
+    work a real kswapd would spend on its core meanwhile (kswapd_overlap)."""
+    g = lambda k: counts[k].to_numpy(dtype=float) if k in counts else np.zeros(len(counts))
+    us = device.task_costs(zram_algo)
+    swapout = np.clip(g("pswpout") - g("stall_reclaim_swapout"), 0, g("pgsteal_kswapd"))
+    dropped = g("pgsteal_kswapd") - swapout
+    return (swapout * us["swapout_us"] + dropped * us["file_folio_us"] + g("pgscan_kswapd") * us["scan_us"]) * 1e-6
+
+
+def kswapd_overlap(task_s, kswapd_s):
+    """A stretch of a task's work (task_s) whose allocations kswapd makes room for with kswapd_s of
+    reclaim (kswapd_seconds) on its own core: the critical path of the two streams. The task's
+    allocations need kswapd's pages (the headroom above the min watermark is small beside the
+    reclaim), so kswapd behind makes the task wait; below the min watermark the task reclaims
+    itself, sharing the reclaim: max(task, (task + kswapd) / 2). kswapd ahead costs nothing."""
+    task_s, kswapd_s = np.asarray(task_s, float), np.asarray(kswapd_s, float)
+    return np.maximum(task_s, (task_s + kswapd_s) / 2)
+
+
 def compute_seconds(weight_bytes, tokens, outputs, macs_per_token, macs_per_output, device) -> np.ndarray:
     """Compute time of llama_decode steps (tokens > 0; 0 elsewhere): the device's TimeModel."""
     n = np.asarray(tokens, float)
