@@ -1,7 +1,9 @@
 """`kmemsim experiment list` and `kmemsim experiment NAME -o DIR [--quick]`: a seed paper's experiment
 in one command (kmemsim/experiment/): DIR/summary.csv and .parquet, DIR/paper.csv (the paper's
-figures beside ours), the plots and report.md."""
+figures beside ours), report.md and the experiment's own tables and plots."""
 from __future__ import annotations
+
+import os
 
 import click
 
@@ -25,5 +27,5 @@ def experiment(name, out_dir, quick, overrides):
     if not out_dir:
         raise InputError("give -o DIR for the experiment's outputs")
     df = mod.run(out_dir, quick=quick, overrides=overrides, progress=lambda s: click.echo(s, err=True))
-    click.echo(f"{len(df)} rows in {df.attrs.get('wall_s', 0):.1f} s; wrote {out_dir}/: summary.csv summary.parquet "
-               "paper.csv report.md and plots")
+    click.echo(f"{len(df)} rows in {df.attrs.get('wall_s', 0):.1f} s; wrote {out_dir}/: "
+               + " ".join(sorted(os.listdir(out_dir))))
