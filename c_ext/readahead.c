@@ -145,10 +145,12 @@ void page_cache_sync_ra(struct km_emu *e, int32_t obj, int64_t index, int64_t re
     if (forced) { force_page_cache_ra(e, obj, index, req); return; }
     int64_t max = ractl_max_pages(e, ra, req);
     int64_t prev = ra->prev_pos;
-    if (index == 0 || req > max || (prev >= 0 && index - prev <= 1 && index >= prev) || prev < 0) {
+    /* prev_pos starts at -1 (file_ra_state_init()): as an unsigned index it is far from any index,
+     * so a first read past the start of the file is not taken for a sequential one */
+    if (index == 0 || req > max || (prev >= 0 && index - prev <= 1 && index >= prev)) {
         ra->start = index;
         ra->size = get_init_ra_size(req, max);
-        ra->async_size = ra->size > req ? ra->size - req : ra->size;
+        ra->async_size = ra->size > req ? ra->size - req : ra->size >> 1;
     } else {
         int64_t miss = index - 1, lim = index - 1 - max;      /* page_cache_prev_miss() */
         while (miss >= 0 && miss > lim && o->folio[miss] >= 0) miss--;
