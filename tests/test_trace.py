@@ -74,3 +74,23 @@ def test_merge_renumbers_and_shares_files():
     assert sorted(set(m["map"][m["map"] >= 0].tolist())) == [0, 1]
     assert m.meta["phases"] == ["decode token 0"]
     assert (np.diff(m["t"]) >= 0).all()
+
+
+def test_merge_and_replay_renumber_every_file_id():
+    # Every op whose flags name a file (FILE_ID_OPS: FADVISE, FREAD, OPEN, DIO_READ, DIO_WRITE) follows
+    # its file through merge()'s renumbering and the replay's dense ids: a read(2) of the second
+    # trace's file reads that file, not whichever the first trace numbered alike.
+    from kmemsim.core.trace import FILE_ID_OPS, merge
+    from kmemsim.engine.kernel import Config, Emulator
+    a, b = TraceBuilder("a"), TraceBuilder("b")
+    fa = a.file("/a", 64)
+    a.event(0, 1, Op.FREAD, -1, 0, 8, 0, fa)
+    b.file("/unused", 64)
+    fb = b.file("/b", 32)
+    b.event(1, 2, Op.OPEN, -1, 0, 0, 0, fb)
+    b.event(2, 2, Op.FREAD, -1, 0, 16, 0, fb)
+    tr = merge([a.build(), b.build()])
+    assert set(FILE_ID_OPS) >= {Op.FREAD, Op.OPEN}
+    res = Emulator(Config(mem="64M", read_ahead_kb=0)).replay(tr)
+    added = dict(zip(res.files["path"], res.files["pages_added"]))
+    assert added["/a"] == 8 and added["/b"] == 16 and added.get("/unused", 0) == 0, added

@@ -75,6 +75,11 @@ class PageClass(IntEnum):
     COMPUTE = 6    # activations/compute buffers
 
 
+# The operations whose `flags` column is a file id (one list: validation, merge and the replay's
+# dense renumbering all go by it).
+FILE_ID_OPS = (Op.FADVISE, Op.FREAD, Op.OPEN, Op.DIO_READ, Op.DIO_WRITE)
+
+
 class Advice(IntEnum):
     """madvise/fadvise advice codes, as in include/uapi/linux/mman.h and fadvise.h."""
     NORMAL = 0
@@ -175,7 +180,7 @@ def validate(tr: Trace) -> None:
     first(mm & (c["arg"] != -1) & ~np.isin(c["arg"], known_files),
           "MMAP names a file not in the trace metadata (arg is a file id, or -1 for anonymous)")
     first(mm & (c["npages"] == 0), "MMAP of zero pages")
-    first(np.isin(op, [Op.FADVISE, Op.FREAD, Op.OPEN, Op.DIO_READ, Op.DIO_WRITE])
+    first(np.isin(op, FILE_ID_OPS)
           & ~np.isin(c["flags"].astype(np.int64), known_files),
           "FADVISE/FREAD/OPEN/DIO_READ/DIO_WRITE names a file not in the trace metadata (flags is the file id)")
     first((op == Op.READ) & (c["arg"] < 0), "READ with a negative chunk (arg: pages each thread takes, or 0)")
@@ -361,7 +366,7 @@ def merge(traces: list[Trace], source="merged") -> Trace:
         fm = (op == Op.MMAP) & (c["arg"] >= 0)
         if fm.any():
             c["arg"][fm] = remap(c["arg"][fm])
-        fa = np.isin(op, [Op.FADVISE, Op.DIO_READ, Op.DIO_WRITE])
+        fa = np.isin(op, FILE_ID_OPS)
         if fa.any():
             c["flags"][fa] = remap(c["flags"][fa].astype(np.int64)).astype(np.uint32)
         ph = op == Op.PHASE

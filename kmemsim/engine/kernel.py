@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..core.errors import InputError
 from ..core.units import PAGE_SIZE
-from ..core.trace import Op, Trace, validate
+from ..core.trace import FILE_ID_OPS, Op, Trace, validate
 from ..core.units import parse_size
 
 ZRAM_ALGOS = ("lzo-rle", "lzo", "lz4", "zstd")
@@ -221,7 +221,7 @@ class Emulator:
             lut = np.vectorize(lambda x: fid_dense.get(int(x), x), otypes=[np.int64])
             fm = mm & (arg >= 0)
             arg[fm] = lut(arg[fm])
-            fa = np.isin(c["op"], [Op.FADVISE, Op.FREAD, Op.DIO_READ, Op.DIO_WRITE])   # file id in flags
+            fa = np.isin(c["op"], FILE_ID_OPS)                                          # file id in flags
             flags[fa] = lut(flags[fa].astype(np.int64)).astype(np.uint32)
         file_pages = np.array([int(f["pages"]) for f in files], np.int64)
         phases = list(trace.meta.get("phases", []))
