@@ -22,10 +22,13 @@ from __future__ import annotations
 import ctypes
 import math
 import re
+from functools import lru_cache
 
 import numpy as np
 
 from ...core.errors import InputError
+from .cb_eval import ggml_tensor, quiet
+from .session import random_token_ids
 
 _SOFTMAX = re.compile(r"^kq_soft_max(?:_ext)?-(\d+)$")   # llm_graph_context::cb names nodes "<name>-<il>"
 
@@ -89,9 +92,18 @@ def synthetic_density(n_tokens, chunk, rng, sink=0.5, recency=1.0, noise=1.0, n_
     return _chunk_means(col, chunk)
 
 
+@lru_cache(maxsize=4096)
+def context_density(ctx, n_tokens: int, n_chunks: int, chunk: int = 16) -> np.ndarray:
+    """synthetic_density for one context of a service (LLMS), as its chunks stand: its tokens'
+    salience is drawn once per context (seeded by `ctx`: the same prefix at every length), so the
+    ranks move only as the context grows; the last n_chunks chunks (a window past the oldest)."""
+    d = synthetic_density(n_tokens, chunk, np.random.default_rng(int(ctx)))
+    return d[-n_chunks:] if len(d) >= n_chunks else np.pad(d, (n_chunks - len(d), 0), constant_values=d.min())
+
+
 def _llama():
     try:
-        import llama_cpp
+        import llama_cpp                    # here: optional (the [llama] extra), and 0.2 s to load
     except ImportError as e:
         raise InputError(f"llama-cpp-python is not installed ({e}); `make setup` installs it")
     return llama_cpp
@@ -101,8 +113,6 @@ def _capture(model_path, n_tokens, seed, threads, on_layer):
     """Decode a random prompt of n_tokens ids in one ubatch; call on_layer(il, A) with each layer's
     softmaxed attention A [n_head, n_tokens, n_tokens] (float32 copy; rows = queries)."""
     llama_cpp = _llama()
-    from .cb_eval import ggml_tensor, quiet
-    from .session import random_token_ids
     R = int(n_tokens)
     if R <= 0:
         raise InputError(f"n_tokens must be positive (got {n_tokens})")

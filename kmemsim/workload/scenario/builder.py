@@ -9,11 +9,13 @@ import numpy as np
 
 from ...core.errors import InputError
 from ...core.trace import MapFlag, Op, Trace, TraceBuilder
-from ...engine.managers import mzcache
+from ...engine.managers import llms, mzcache
+from ...engine.managers.llms_process import LlmsProcess
 from ...engine.time import device as devmod
 from ...engine.time.pipeline import Pipeline
 from .. import llama as lw, synth
 from ..gguf_layout import read_layout
+from ..llama.attention import context_density
 from ..llama.events import Events
 from .timeline import Plan, plan, rngs
 from .schema import APP_PID0, LLM_PID, NS, Region, Scenario
@@ -143,8 +145,9 @@ class _AppSide:
 
 def build(scn: Scenario, progress=None, device=None, engines=None) -> Trace:
     """The scenario's trace: app processes and LLM requests on one timeline. `device` (a
-    kmemsim.engine.time.device.Device; None: the default) times an mzCache engine; `engines`, a list,
-    gets the MzEngine that made the trace (its restores' TTFTs)."""
+    kmemsim.engine.time.device.Device; None: the default) times an mzCache or LLMS engine; `engines`,
+    a list, gets the engine that made the trace (MzEngine: its restores' TTFTs; LlmsProcess: its
+    calls as LLMS accounts them)."""
     pl = plan(scn)
     rng = rngs(scn.seed)["touch"]
     b = TraceBuilder(source=f"kmemsim scenario {scn.name} ({os.path.basename(scn.file)}, seed {scn.seed})")
@@ -191,8 +194,8 @@ def build(scn: Scenario, progress=None, device=None, engines=None) -> Trace:
             b.phase(side.ns(s.t0), pid, f"switch to {s.app}")
             side.foreground(s.t0, s.app, llm_pid)
             side.touch(s.app, s.t0, t1, warm=not cold)
-    if scn.llm is not None and scn.llm.engine == "mzcache":
-        eng = build_mzcache(scn, pl, b, device)
+    if scn.llm is not None and scn.llm.engine in ("mzcache", "llms"):
+        eng = (build_mzcache if scn.llm.engine == "mzcache" else build_llms)(scn, pl, b, device)
         if engines is not None:
             engines.append(eng)
     elif scn.llm is not None:
@@ -318,6 +321,28 @@ def build_mzcache(scn: Scenario, pl: Plan, b: TraceBuilder, device=None) -> mzca
         t_free = t + 1
     ev.flush()
     return eng
+
+
+def build_llms(scn: Scenario, pl: Plan, b: TraceBuilder, device=None) -> LlmsProcess:
+    """The LLM as LLMS's system service (kmemsim.engine.managers.llms_process.LlmsProcess): the model
+    mmapped, each session a context in the service's budget (`llm.service`, `llm.budget`), each
+    request a callLLM: the switch as the service does it, then the call's passes."""
+    llm = scn.llm
+    model = model_layout(scn)
+    layout = read_layout(model) if isinstance(model, str) else model
+    dev = device or devmod.load()
+    shape = llms.shape_of(layout.name, layout.hparams, layout.file_size, llm.ctx)
+    svc = llms.service(llm.service, llm.budget, shape, dev, context_density)
+    proc = LlmsProcess(layout.path or f"<layout:{layout.name}>", layout.file_pages, Events(b, LLM_PID), svc)
+    t_free = int(round(llm.start * NS))
+    adj = llm.adj if llm.adj is not None else scn.adj["foreground"]
+    b.process(t_free, LLM_PID, f"llms service ({llm.service})", oom_score_adj=adj)
+    b.phase(t_free, LLM_PID, "load")
+    t_free = proc.load(t_free) + 1
+    for i, q in enumerate(sorted(pl.requests, key=lambda q: q.t)):
+        t = max(int(round(q.t * NS)), t_free)
+        t_free = proc.call(t, q.session, q.delta, q.decode, f"request {i} session {llm.sessions[q.session].name}")
+    return proc
 
 
 def _serve(s, b, t, n_past, new, decode, label):

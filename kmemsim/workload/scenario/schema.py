@@ -12,9 +12,9 @@ import numpy as np
 from ...core.data import APPS
 from ...core.errors import InputError
 from ...core.trace import PageClass
-from ...core.units import PAGE_SIZE
+from ...core.units import PAGE_SIZE, parse_size
 from ...engine import managers
-from ...engine.managers import mzcache
+from ...engine.managers import llms, mzcache
 
 NS = 1_000_000_000
 MB = 1 << 20
@@ -38,7 +38,7 @@ DEFAULT_ADJ = {"foreground": 0, "visible": 100, "perceptible": 200, "previous": 
 CLASSES = {c.name.lower(): c for c in PageClass}
 LOAD_MODES = ("mmap", "mmap+mlock", "none")
 KV_TYPES = tuple(managers.KV_TYPES)
-ENGINES = ("llama.cpp", "mzcache")      # the LLM app's engine (llm.engine)
+ENGINES = ("llama.cpp", "mzcache", "llms")   # the LLM app's engine (llm.engine)
 APP_PID0 = 10000      # app pids: 10000, 10001, ... (a relaunch after a kill gets a new pid)
 LLM_PID = 2000
 
@@ -205,6 +205,8 @@ class LlmCfg:
     codec: str = "flexgen8"                # mzCache's KV codec
     arena_mlock: bool = True               # mzCache mlocks its compressed arenas (else zram may take them)
     trim_step: float = 0.25                # mzCache's eviction per onTrimMemory (the demo driver's step)
+    service: str = "llms"                  # engine "llms": LLMS or one of its baselines (engine/managers/llms.py)
+    budget: int = 3 << 30                  # engine "llms": the service's memory budget for resident chunks
 
 
 @dataclass
@@ -489,6 +491,8 @@ def _parse_llm(t: _T, path) -> LlmCfg:
         codec=t.get("codec", "str", "flexgen8", choices=tuple(mzcache.CODECS)),
         arena_mlock=t.get("arena_mlock", "bool", True),
         trim_step=t.get("trim_step", "num", 0.25, lo=0, hi=1),
+        service=t.get("service", "str", "llms", choices=tuple(llms.SYSTEMS)),
+        budget=parse_size(t.get("budget", "str", "3G"), "llm.budget"),
         load_mode=t.get("load_mode", "str", "mmap", choices=LOAD_MODES),
         prefetch=t.get("prefetch", "bool", False),
         paths=t.get("paths", "int", 1, lo=1, hi=64),
@@ -514,6 +518,11 @@ def _parse_llm(t: _T, path) -> LlmCfg:
                 raise rq.err("times", f"expected seconds >= 0, got {x!r}")
     if ubatch > batch:
         raise t.err("ubatch", f"must be <= batch ({batch}), got {ubatch}")
+    if cfg.engine == "llms":              # LLMS keeps its contexts' KV itself
+        for k, ok, what in (("paths", cfg.paths == 1, "paths = 1"),
+                            ("kv_manager", cfg.kv_manager == managers.DEFAULT, "the default kv_manager (LLMS is its own)")):
+            if not ok:
+                raise t.err(k, f'engine = "llms" takes {what}')
     if cfg.engine == "mzcache":           # mzCache holds one context, fp16 KV chunks, its own loader
         for k, ok, what in (("sessions", len(sessions) == 1, "one session"), ("paths", cfg.paths == 1, "paths = 1"),
                             ("kv_type", cfg.kv_type == "f16", 'kv_type = "f16" (its raw chunks; codec compresses)'),
