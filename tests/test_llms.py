@@ -141,6 +141,9 @@ def test_experiment_quick(tmp_path):
     (["--set", "budget=lots"], "budget"),
     (["--set", "patterns=zigzag"], "unknown pattern"),
     (["--set", "models=GPT-5"], "unknown model"),
+    (["--set", "chunk=0"], "chunk size"),
+    (["--set", "ratio=1.5"], "outside (0, 1]"),
+    (["--set", "ratio=0"], "outside (0, 1]"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, msg):
     r = CliRunner().invoke(main, ["experiment", "llms-switch", "--quick", *args, "-o", str(tmp_path / "o")])
@@ -197,3 +200,57 @@ def test_capacity_interpolates_between_whole_contexts():
     f = lambda n: lat.get(n, 1.0)
     assert capacity(f, 0.010) == pytest.approx(3.5)       # 3 within 10 ms; halfway to 4's 12 ms
     assert capacity(f, 0.0005) == 0.0
+
+
+def test_a_call_to_a_deleted_context_is_one_line(tmp_path):
+    # LLMS Table 1: delLLMCtx ends a context; a callLLM to it afterwards is bad input
+    f = tmp_path / "s.toml"
+    f.write_text("""name = "del"
+duration = 600
+seed = 1
+[llm]
+model = { preset = "Llama-2-7B", type = "q4_0", layers = 2 }
+ctx = 4096
+engine = "llms"
+[[llm.session]]
+name = "a"
+delta = [100, 200]
+deleted = 300
+[llm.requests]
+arrival = "calls"
+calls = [[10, "a"], [400, "a"]]
+""")
+    r = CliRunner().invoke(main, ["workload", "scenario", str(f), "-o", str(tmp_path / "t.parquet")])
+    assert r.exit_code == 2 and "deleted at 300" in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "t.parquet").exists()
+
+
+def test_a_deleted_context_leaves_the_service_and_the_page_cache():
+    # delLLMCtx: LLMS drops the context; its arena is unmapped and its chunk file's pages go
+    from kmemsim.core.trace import Op
+    from kmemsim.workload import scenario as sc
+    import tomllib
+    scn = sc.parse(tomllib.loads("""name = "del"
+duration = 900
+seed = 1
+[llm]
+model = { preset = "Llama-2-7B", type = "q4_0", layers = 2 }
+ctx = 4096
+engine = "llms"
+[[llm.session]]
+name = "a"
+delta = [200, 300]
+deleted = 300
+[[llm.session]]
+name = "b"
+delta = [200, 300]
+[llm.requests]
+arrival = "calls"
+calls = [[10, "a"], [100, "b"], [200, "a"], [400, "b"]]
+"""), "del.toml")
+    engines = []
+    tr = sc.build(scn, device=device.load("xiaomi-14"), engines=engines)
+    proc = engines[0]
+    assert 0 not in proc.svc.ctxs and 1 in proc.svc.ctxs
+    ops = tr["op"][tr["pid"] == sc.LLM_PID]
+    assert (ops == Op.FADVISE).sum() == 1 and (ops == Op.MUNMAP).sum() >= 2

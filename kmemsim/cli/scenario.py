@@ -21,8 +21,11 @@ from . import options
               help="Override a key of the file, e.g. --set llm.paths=8 --set seed=2 (repeatable).")
 @click.option("--plan", "plan_only", is_flag=True,
               help="Print the timeline (switches, requests) as JSON instead of writing a trace.")
+@click.option("--device", "device_name", default=None,
+              help="device profile that times an mzCache or LLMS engine (llm.engine; default: the "
+                   "bundled default device)")
 @options.kv_manager
-def scenario(file, out, overrides, plan_only, kv_manager):
+def scenario(file, out, overrides, plan_only, kv_manager, device_name):
     """Put the apps, switches, kills and LLM requests of FILE.toml on one timeline."""
     # here, not at the top: `kmemsim --help` loads no pandas or C core
     from ..core.trace import save
@@ -36,7 +39,8 @@ def scenario(file, out, overrides, plan_only, kv_manager):
         return
     if not out:
         raise click.UsageError("missing option '-o' / '--output' (or give --plan)")
-    tr = sc.build(s)
+    from ..engine.time import device as devmod      # here too: the C core and pandas load late
+    tr = sc.build(s, device=devmod.load(device_name) if device_name else None)
     save(tr, out)
     p = sc.plan(s)
     n_sw = sum(1 for x in p.slots)

@@ -36,7 +36,8 @@ ABLATION_PAPER = {"llms": 0.27, "llms-no-lifecycle": 0.62, "llms-no-compression"
 
 
 def params(quick=False, overrides=()) -> dict:
-    p = dict(devices=W.DEVICES, models=W.MODELS, patterns=W.PATTERNS, contexts=CONTEXTS, budget="3G", hours=72.0)
+    p = dict(devices=W.DEVICES, models=W.MODELS, patterns=W.PATTERNS, contexts=CONTEXTS, budget="3G", hours=72.0,
+             chunk=llms.CHUNK_TOKENS, ratio=llms.GLOBAL_RATIO)
     if quick:
         p.update(QUICK)
     for key, val in output.overrides(p, overrides).items():
@@ -48,11 +49,11 @@ def params(quick=False, overrides=()) -> dict:
                 p[key] = tuple(int(v) for v in items)
             except ValueError:
                 raise InputError(f"--set contexts={val}: contexts are whole numbers") from None
-        elif key == "hours":
+        elif key in ("hours", "ratio", "chunk"):
             try:
                 p[key] = float(val)
             except ValueError:
-                raise InputError(f"--set hours={val}: hours is a number") from None
+                raise InputError(f"--set {key}={val}: {key} is a number") from None
         else:
             p[key] = val
     for m in p["models"]:
@@ -65,8 +66,10 @@ def params(quick=False, overrides=()) -> dict:
     if not 0 < p["hours"] <= 24 * 30:
         raise InputError(f"hours={p['hours']}: expected a trace length in (0, 720] hours")
     p["budget_bytes"] = parse_size(p["budget"], "budget")
-    for d in p["devices"]:
-        llms.costs_of(devmod.load(d), W.shape(p["models"][0]))
+    for d in p["devices"]:                # each device has an accelerator; chunk and ratio are sane
+        llms.service("llms", p["budget_bytes"], W.shape(p["models"][0]), devmod.load(d), lambda *a: None,
+                     p["chunk"], p["ratio"])
+    p["chunk"] = int(p["chunk"])
     return p
 
 
@@ -82,10 +85,10 @@ def run(out, quick=False, progress=None, overrides=()) -> pd.DataFrame:
                 for n in p["contexts"]:
                     trace = W.calls(n, pattern, p["hours"], model)
                     for system in llms.SYSTEMS:
-                        lat = W.replay(system, p["budget_bytes"], model, dev, trace)
+                        lat = W.replay(system, p["budget_bytes"], model, dev, trace, p["chunk"], p["ratio"])
                         ok = np.isfinite(lat)
                         rows.append(dict(device=dname, model=model, pattern=pattern, contexts=n,
-                                         budget_bytes=p["budget_bytes"], system=system,
+                                         budget_bytes=p["budget_bytes"], chunk=p["chunk"], system=system,
                                          switch_latency_s=float(lat[ok].mean()) if ok.any() else float("nan"),
                                          p90_s=float(np.quantile(lat[ok], 0.9)) if ok.any() else float("nan"),
                                          calls=len(lat), unserved=int((~ok).sum())))
@@ -139,6 +142,6 @@ def write(out, df: pd.DataFrame):
             sub, x="contexts", y="switch_latency_s", line="system", facet=("device", "pattern"), logy=True,
             title=f"{TITLE} ({model})", xlabel="active contexts", ylabel="switching latency (s)"))
     md = [f"# {TITLE}", "", f"Source: {PAPER}.", "", "## Our figures beside the paper's", "", markdown(paper), "",
-          "## Per point", "", markdown(df.drop(columns=["budget_bytes"])), "",
-          f"Budget {int(df['budget_bytes'].iloc[0]):,} bytes. {len(df)} rows; {df.attrs.get('wall_s', 0):.1f} s of wall time.", ""]
+          "## Per point", "", markdown(df.drop(columns=["budget_bytes", "chunk"])), "",
+          f"Budget {int(df['budget_bytes'].iloc[0]):,} bytes, chunks of {int(df['chunk'].iloc[0])} tokens. {len(df)} rows; {df.attrs.get('wall_s', 0):.1f} s of wall time.", ""]
     atomic_write(os.path.join(out, "report.md"), "\n".join(md))

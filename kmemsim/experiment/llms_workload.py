@@ -49,7 +49,9 @@ def calls(contexts: int, pattern: str, hours: float, model: str) -> list:
     return [(q.session, q.delta + q.decode) for q in sc.plan(scn).requests]
 
 
-def replay(system: str, budget: float, model: str, dev, trace) -> np.ndarray:
+def replay(system: str, budget: float, model: str, dev, trace, chunk=llms.CHUNK_TOKENS,
+           ratio=llms.GLOBAL_RATIO) -> np.ndarray:
     """Switching latency of every call of the trace (inf where a context alone exceeds the budget)."""
-    svc = llms.service(system, budget, shape(model), dev, context_density)
+    svc = llms.service(system, budget, shape(model), dev, lambda k, t, n: context_density(k, t, n, chunk),
+                       chunk, ratio)
     return np.array([svc.call(k, n) for k, n in trace])

@@ -55,8 +55,8 @@ class LlmShape:
     max_ctx: int
     n_embd: int
 
-    def chunk_bytes(self, elem_bytes: float) -> float:
-        return CHUNK_TOKENS * self.n_layer * self.kv_elems * elem_bytes
+    def chunk_bytes(self, elem_bytes: float, chunk: int = CHUNK_TOKENS) -> float:
+        return chunk * self.n_layer * self.kv_elems * elem_bytes
 
 
 def shape_of(name, hp: dict, weight_bytes: float, max_ctx: int) -> LlmShape:
@@ -77,6 +77,7 @@ class Costs:
     pass_s: float              # one recompute pass streams the weights
     gmac_s: float              # the accelerator's multiply-accumulates, 1e9 per second
     shape: LlmShape
+    chunk: int = CHUNK_TOKENS  # tokens per chunk
 
     def t_io(self, nbytes):
         return np.asarray(nbytes, float) * self.io_s_per_byte
@@ -88,14 +89,14 @@ class Costs:
         average n_ctx / 2 of them)."""
         s = self.shape
         attn = 2.0 * (n_ctx / 2.0) * s.n_embd * s.n_layer
-        return CHUNK_TOKENS * (s.macs_per_token + attn) / (self.gmac_s * 1e9)
+        return self.chunk * (s.macs_per_token + attn) / (self.gmac_s * 1e9)
 
     def t_re(self, x, n_ctx):
         x = np.asarray(x, float)
         return np.where(x > 0, self.pass_s + x * self.chunk_s(n_ctx), 0.0)
 
 
-def costs_of(dev, shape: LlmShape, elem_bytes: float = 1.0) -> Costs:
+def costs_of(dev, shape: LlmShape, elem_bytes: float = 1.0, chunk: int = CHUNK_TOKENS) -> Costs:
     """The device's profiles for this model: [gpu] weight_gbps and gmac_s (the accelerator the service
     runs on), the flash read at queue depth 1 in INT8 chunk files."""
     eng = dev.engine
@@ -103,10 +104,10 @@ def costs_of(dev, shape: LlmShape, elem_bytes: float = 1.0) -> Costs:
     if missing:
         raise InputError(f"device {dev.name}: no [gpu] {', '.join(k.removeprefix('gpu_') for k in missing)} "
                          "(the accelerator an LLM service runs on; see jetson-orin-nx.toml)")
-    size = shape.chunk_bytes(elem_bytes)
+    size = shape.chunk_bytes(elem_bytes, chunk)
     return Costs(io_s_per_byte=1.0 / dev.flash_throughput(size, 1),
                  pass_s=shape.weight_bytes / (eng["gpu_weight_gbps"] * 1e9),
-                 gmac_s=float(eng["gpu_gmac_s"]), shape=shape)
+                 gmac_s=float(eng["gpu_gmac_s"]), shape=shape, chunk=int(chunk))
 
 
 # ---- tolerance-aware compression (§3.2) ----------------------------------------------------------
@@ -230,16 +231,25 @@ class Service:
     keep_disk = False          # a flash copy stays valid after a load (LLMS's chunk files); else
                                # the swap slot is freed when the chunk comes back
 
-    def __init__(self, budget: float, shape: LlmShape, dev, density_of=None):
-        """density_of(ctx, tokens, n_chunks): the context's chunk densities (Eq. 1), for compression."""
+    def __init__(self, budget: float, shape: LlmShape, dev, density_of=None, chunk=CHUNK_TOKENS,
+                 ratio=GLOBAL_RATIO):
+        """density_of(ctx, tokens, n_chunks): the context's chunk densities (Eq. 1), for compression;
+        chunk: tokens per chunk (the paper's 16, swept in its Fig 14); ratio: ratio_global."""
+        if isinstance(chunk, bool) or int(chunk) != chunk or chunk < 1:
+            raise InputError(f"chunk size {chunk!r}: a chunk holds at least 1 token (LLMS uses 16)")
+        if not 0 < ratio <= 1:
+            raise InputError(f"compression ratio {ratio!r} outside (0, 1]: the share of INT8's bits kept")
+        if ratio < LEVELS.min():
+            raise InputError(f"compression ratio {ratio} below the lightest level's {LEVELS.min()} (2 of 8 bits)")
         if self.compressed and density_of is None:
             raise InputError(f"{self.name}: tolerance-aware compression needs the chunks' densities")
         self.budget, self.shape, self.dev = float(budget), shape, dev
-        self.costs = costs_of(dev, shape, 1.0)
+        self.chunk, self.ratio = int(chunk), float(ratio)
+        self.costs = costs_of(dev, shape, 1.0, self.chunk)
         self.ctxs: dict = {}
         self.density_of = density_of
         self.clock = 0
-        self.full = shape.chunk_bytes(self.elem_bytes)
+        self.full = shape.chunk_bytes(self.elem_bytes, self.chunk)
         self.actions: list = []
 
     def level_bytes(self, lv):
@@ -318,6 +328,10 @@ class Service:
         self.grow(k, c, int(new_tokens))
         return latency
 
+    def delete(self, k):
+        """delLLMCtx: the context's chunks and its files are gone."""
+        self.ctxs.pop(k, None)
+
     def grow(self, k, c: Ctx, new: int):
         """Append the call's tokens: the last partial chunk and new chunks are modified; past the
         model's window the oldest chunks slide out (§4: a sliding window over the context). With
@@ -329,22 +343,22 @@ class Service:
             return
         n_old = len(c.level)
         old_end = c.base + n_old              # chunks from here on are new
-        if c.tokens % CHUNK_TOKENS and n_old:
+        if c.tokens % self.chunk and n_old:
             c.on_disk[n_old - 1] = False
         total = c.tokens + new
-        add = -(-total // CHUNK_TOKENS) - n_old
+        add = -(-total // self.chunk) - n_old
         c.level = np.r_[c.level, np.zeros(add, np.int8)]
         c.resident = np.r_[c.resident, np.ones(add, bool)]
         c.on_disk = np.r_[c.on_disk, np.zeros(add, bool)]
         c.last = np.r_[c.last, np.full(add, float(self.clock))]
-        drop = max(0, -(-(total - self.shape.max_ctx) // CHUNK_TOKENS))
+        drop = max(0, -(-(total - self.shape.max_ctx) // self.chunk))
         if drop:
             c.level, c.resident, c.on_disk, c.last = (a[drop:] for a in (c.level, c.resident, c.on_disk, c.last))
             c.base += drop
-        c.tokens = total - drop * CHUNK_TOKENS
+        c.tokens = total - drop * self.chunk
         first = max(0, n_old - 1 - drop)
         if self.compressed:
-            c.level = assign_levels(self.density_of(k, c.tokens, len(c.level)))
+            c.level = assign_levels(self.density_of(k, c.tokens, len(c.level)), self.ratio)
         self.actions.append(("grow", k, c.base + np.arange(first, len(c.level)), c.level[first:].copy(), old_end))
         if self.aot:                          # written back ahead of time, off the critical path
             w = np.flatnonzero(~c.on_disk)
@@ -433,7 +447,7 @@ SYSTEMS = {cls.name: cls for cls in (Llms, Lmk, Swap, VllmS, VllmSQ, LlmsNoLifec
                                      LlmsNoPipeline)}
 
 
-def service(name, budget, shape, dev, density_of=None) -> Service:
+def service(name, budget, shape, dev, density_of=None, chunk=CHUNK_TOKENS, ratio=GLOBAL_RATIO) -> Service:
     if name not in SYSTEMS:
         raise InputError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}")
-    return SYSTEMS[name](budget, shape, dev, density_of)
+    return SYSTEMS[name](budget, shape, dev, density_of, chunk, ratio)

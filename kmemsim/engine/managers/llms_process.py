@@ -22,7 +22,7 @@ import numpy as np
 
 from ...core.trace import Advice, MapFlag, Op, PageClass
 from ...core.units import PAGE_SIZE
-from .llms import CHUNK_TOKENS, LEVELS, Service
+from .llms import LEVELS, Service
 
 
 class LlmsProcess:
@@ -30,7 +30,7 @@ class LlmsProcess:
         self.ev, self.svc = events, service
         self.model_path, self.file_pages = model_path, int(file_pages)
         self.chunk_pages = -(-int(service.full) // PAGE_SIZE)
-        self.slots = -(-service.shape.max_ctx // CHUNK_TOKENS) + 1
+        self.slots = -(-service.shape.max_ctx // service.chunk) + 1
         self.arena, self.files, self.fmaps = {}, {}, {}
         self.weights = None
         self.calls = []            # per call: t (ns), ctx, llms_s (its own latency), recompute_s, label
@@ -87,6 +87,16 @@ class LlmsProcess:
         elif kind == "write" and len(act[2]):
             self.ev.ranges(t, Op.WRITE, self.fmaps[act[1]], *self._slots(act[2], act[3]))
 
+    def delete(self, t, k):
+        """delLLMCtx: the service drops the context; its arena is unmapped, its file deleted (its pages
+        leave the page cache)."""
+        self.svc.delete(k)
+        if k in self.arena:
+            n = self.slots * self.chunk_pages
+            self.ev.event(t, Op.MUNMAP, self.arena.pop(k), 0, n)
+            self.ev.event(t, Op.MUNMAP, self.fmaps.pop(k), 0, n)
+            self.ev.event(t, Op.FADVISE, -1, 0, n, int(Advice.DONTNEED), self.files.pop(k))
+
     def call(self, t, k, new_tokens, decode, label) -> int:
         """callLLM on context k at t: phase `label + " switch"` with the switch's events over [t, t +
         LLMS's latency], then phase `label` with the call's passes (its prefill, then a decode step
@@ -116,7 +126,7 @@ class LlmsProcess:
         if g is not None:
             self._apply(t_sw, acts[g], k)      # the prompt's and the output's chunks written
         tt = t_sw
-        steps = [costs.pass_s + new_tokens * costs.chunk_s(c.tokens) / CHUNK_TOKENS] + [costs.pass_s] * int(decode)
+        steps = [costs.pass_s + new_tokens * costs.chunk_s(c.tokens) / costs.chunk] + [costs.pass_s] * int(decode)
         for s in steps:                         # the prefill, then each decode step
             tt += int(s * 1e9) + 1
             self._pass(tt)

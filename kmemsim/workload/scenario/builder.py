@@ -326,7 +326,8 @@ def build_mzcache(scn: Scenario, pl: Plan, b: TraceBuilder, device=None) -> mzca
 def build_llms(scn: Scenario, pl: Plan, b: TraceBuilder, device=None) -> LlmsProcess:
     """The LLM as LLMS's system service (kmemsim.engine.managers.llms_process.LlmsProcess): the model
     mmapped, each session a context in the service's budget (`llm.service`, `llm.budget`), each
-    request a callLLM: the switch as the service does it, then the call's passes."""
+    request a callLLM: the switch as the service does it, then the call's passes; a session's
+    `deleted` time its delLLMCtx."""
     llm = scn.llm
     model = model_layout(scn)
     layout = read_layout(model) if isinstance(model, str) else model
@@ -339,9 +340,17 @@ def build_llms(scn: Scenario, pl: Plan, b: TraceBuilder, device=None) -> LlmsPro
     b.process(t_free, LLM_PID, f"llms service ({llm.service})", oom_score_adj=adj)
     b.phase(t_free, LLM_PID, "load")
     t_free = proc.load(t_free) + 1
+    deletes = [(int(round(s.deleted * NS)), k) for k, s in enumerate(llm.sessions) if s.deleted is not None]
     for i, q in enumerate(sorted(pl.requests, key=lambda q: q.t)):
         t = max(int(round(q.t * NS)), t_free)
+        while deletes and min(deletes)[0] <= t:
+            td, k = min(deletes)
+            deletes.remove((td, k))
+            proc.delete(max(td, t_free), k)
         t_free = proc.call(t, q.session, q.delta, q.decode, f"request {i} session {llm.sessions[q.session].name}")
+    for td, k in sorted(deletes):
+        if td < int(round(scn.duration * NS)):
+            proc.delete(max(td, t_free), k)
     return proc
 
 

@@ -175,6 +175,11 @@ class Session:
     name: str
     delta: tuple           # (lo, hi) tokens added per request
     system_prompt: int     # tokens prefilled at the first request
+    created: float = 0.0   # newLLMCtx (LLMS Table 1): no call before it
+    deleted: float | None = None   # delLLMCtx: no call from it on; LLMS frees the context
+
+    def alive(self, t) -> bool:
+        return self.created <= t and (self.deleted is None or t < self.deleted)
 
 
 @dataclass
@@ -191,7 +196,7 @@ class LlmCfg:
     start: float
     adj: int | None        # fixed oom_score_adj (a service); None: follows foreground like an app
     sessions: list
-    arrival: str           # poisson | times | round
+    arrival: str           # poisson | times | round | calls (explicit [t, session] pairs)
     mean_interval: float
     times: list
     count: int | None
@@ -201,6 +206,7 @@ class LlmCfg:
     sigma: float | None
     prompt: int | None     # fixed prompt instead of session deltas (kv-prealloc style)
     kv_manager: str = managers.DEFAULT     # who keeps the KV cache (kmemsim.engine.managers)
+    calls: list = field(default_factory=list)   # arrival "calls": (seconds, session index)
     engine: str = "llama.cpp"              # the LLM app: llama.cpp on the CPU, or mzCache (its own memory)
     codec: str = "flexgen8"                # mzCache's KV codec
     arena_mlock: bool = True               # mzCache mlocks its compressed arenas (else zram may take them)
@@ -470,7 +476,11 @@ def _parse_llm(t: _T, path) -> LlmCfg:
         else:
             task = st.get("task", "str", "samsum", choices=list(TASKS))
             delta = TASKS[task]
-        sessions.append(Session(nm, delta, st.get("system_prompt", "int", 0, lo=0)))
+        created = st.get("created", "num", 0.0, lo=0)
+        deleted = st.get("deleted", "num", None, lo=0)
+        if deleted is not None and deleted <= created:
+            raise st.err("deleted", f"a context is deleted after it is created ({created} s), got {deleted} s")
+        sessions.append(Session(nm, delta, st.get("system_prompt", "int", 0, lo=0), created, deleted))
         st.done()
     nsess = t.get("sessions", "int", None, lo=1)
     if nsess is not None:                  # `sessions = N`: N sessions cycling through the tasks
@@ -482,7 +492,7 @@ def _parse_llm(t: _T, path) -> LlmCfg:
     if not sessions:
         sessions = [Session("s0", (prompt, prompt) if prompt else TASKS["samsum"], 0)]
     rq = t.table("requests", {})
-    arrival = rq.get("arrival", "str", "poisson", choices=("poisson", "times", "round"))
+    arrival = rq.get("arrival", "str", "poisson", choices=("poisson", "times", "round", "calls"))
     cfg = LlmCfg(
         model=model, ctx=ctx, batch=batch, ubatch=ubatch,
         kv_type=t.get("kv_type", "str", "f16", choices=KV_TYPES),
@@ -510,6 +520,25 @@ def _parse_llm(t: _T, path) -> LlmCfg:
         prompt=prompt)
     if cfg.mean_interval <= 0 and arrival == "poisson":
         raise rq.err("mean_interval", "must be > 0 seconds")
+    cfg.calls = []
+    if arrival == "calls":                 # explicit callLLM()s: [seconds, "session"] each
+        names = [x.name for x in sessions]
+        for j, c in enumerate(rq.get("calls", "list", [])):
+            if (not isinstance(c, list) or len(c) != 2 or isinstance(c[0], bool)
+                    or not isinstance(c[0], (int, float)) or c[0] < 0 or not isinstance(c[1], str)):
+                raise rq.err("calls", f"call {j}: expected [seconds, \"session\"], got {c!r}")
+            if c[1] not in names:
+                raise rq.err("calls", f"call {j}: unknown session {c[1]!r}; sessions: {', '.join(names)}")
+            se = sessions[names.index(c[1])]
+            if se.deleted is not None and c[0] >= se.deleted:
+                raise rq.err("calls", f"call {j} at {c[0]} s switches to {c[1]!r}, deleted at {se.deleted} s "
+                             "(delLLMCtx): call a live context")
+            if c[0] < se.created:
+                raise rq.err("calls", f"call {j} at {c[0]} s switches to {c[1]!r} before it is created "
+                             f"({se.created} s, newLLMCtx)")
+            cfg.calls.append((float(c[0]), names.index(c[1])))
+        if not cfg.calls:
+            raise rq.err("calls", 'arrival = "calls" needs a non-empty list of [seconds, "session"]')
     if arrival == "times":
         if not cfg.times:
             raise rq.err("times", "arrival = \"times\" needs a non-empty list of seconds")

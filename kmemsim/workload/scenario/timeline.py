@@ -179,6 +179,8 @@ def plan(scn: Scenario) -> Plan:
                 times.append(t)
         elif llm.arrival == "times":
             times = sorted(float(x) for x in llm.times if x < scn.duration)
+        elif llm.arrival == "calls":
+            times = []
         else:
             times = [s.t0 + sw["send_delay"] for s in slots if s.request]
         if llm.count is not None:
@@ -186,8 +188,16 @@ def plan(scn: Scenario) -> Plan:
         sizes = [(s.delta[0] + s.delta[1]) / 2 for s in llm.sessions]
         ch = Chooser(llm.pattern, len(llm.sessions), r["session"], stay=llm.stay, matrix=llm.matrix,
                      sizes=sizes, sigma=llm.sigma)
+        chosen = [(t, i) for t, i in sorted(llm.calls) if t < scn.duration]
         for t in times:
-            i = ch.next()
+            # a call goes to a live context (LLMS newLLMCtx/delLLMCtx): a context not yet created
+            # or already deleted is drawn again; with none alive the call is not made
+            for _ in range(64):
+                i = ch.next()
+                if llm.sessions[i].alive(t):
+                    chosen.append((t, i))
+                    break
+        for t, i in chosen:
             lo, hi = llm.sessions[i].delta
             d = int(r["delta"].integers(lo, hi + 1))
             dlo, dhi = llm.decode
