@@ -1,0 +1,71 @@
+"""DynaKV's retrieval (kmemsim.engine.managers.dynakv) against the paper (arXiv 2511.07427;
+../shared/reference/seed-systems.md §3): reads as runs of contiguous flash entries issued as whole
+pages on the device's flash model, the layouts' contiguity in Fig 12's order, and the experiment's
+bad input."""
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from kmemsim.cli import main
+from kmemsim.core.errors import InputError
+from kmemsim.engine.managers import dynakv as dk
+from kmemsim.engine.time import device
+from kmemsim.workload.llama.keys import kmeans, synthetic_keys
+
+
+def test_runs_are_the_contiguous_stretches_of_flash_addresses():
+    assert list(dk.runs_of([7, 3, 4, 5, 9, 10, 20])) == [3, 1, 2, 1]
+    assert list(dk.runs_of([])) == []
+
+
+def test_a_read_is_whole_pages_on_the_flash_model():
+    # O_DIRECT reads whole 4 KiB pages: a run of 3 entries of 256 B is one page; 64 entries are 16 KiB.
+    # Alone (queue depth 1) a read of S bytes takes S / flash_throughput(S, 1).
+    dev = device.load("oneplus-12")
+    assert dk.io_seconds(dev, np.array([3]), 256) == pytest.approx(4096 / dev.flash_throughput(4096, 1))
+    assert dk.io_seconds(dev, np.array([64]), 256) == pytest.approx(16384 / dev.flash_throughput(16384, 1))
+    # 32 page reads in flight share the device at its queue-depth-32 rate
+    assert dk.io_seconds(dev, np.full(32, 1), 256) == pytest.approx(32 * 4096 / dev.flash_throughput(4096, 32))
+
+
+def contiguity(system, n_prefill=512, n_decode=768):
+    keys, q = synthetic_keys(n_prefill, n_decode, 64, 1, np.random.default_rng(3))
+    steps = dk.simulate(system, keys[0], q[0], n_prefill, dk.Params(entry_bytes=128), kmeans, np.random.default_rng(1))
+    runs = np.concatenate([s.runs for s in steps])
+    return runs.mean()
+
+
+def test_fig12_order_sequence_then_intra_cluster_then_inter_cluster():
+    # Fig 12: mean contiguous access length grows from sequence order (< 7.9 entries) to intra-cluster
+    # placement (25.3) to intra + inter-cluster placement (40.8)
+    seq, intra, inter = contiguity("no-cluster"), contiguity("dynakv-intra"), contiguity("dynakv")
+    assert seq < 7.9 and seq < intra <= inter, (seq, intra, inter)
+
+
+def test_bad_parameters_are_one_line():
+    keys, q = synthetic_keys(256, 8, 64, 1, np.random.default_rng(0))
+    with pytest.raises(InputError, match="k=99"):
+        dk.simulate("dynakv", keys[0], q[0], 256, dk.Params(k=99), kmeans, np.random.default_rng(0))
+    with pytest.raises(InputError, match="buffer=0"):
+        dk.simulate("dynakv", keys[0], q[0], 256, dk.Params(buffer=0), kmeans, np.random.default_rng(0))
+
+
+def test_experiment_quick(tmp_path):
+    r = CliRunner().invoke(main, ["experiment", "dynakv-latency", "--quick", "-o", str(tmp_path / "x")])
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(tmp_path / "x" / "summary.csv")
+    assert {"device", "model", "decode_len", "system", "latency_s", "effective_bandwidth_bytes_per_s",
+            "mean_contiguous_entries", "bytes_moved"} <= set(df.columns)
+    assert {"dynakv", "no-cluster", "pqcache", "clusterkv"} <= set(df["system"])
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--set", "k=1000"], "k=1000"),
+    (["--set", "buffer=0"], "buffer=0"),
+    (["--set", "models=Llama-2-7B"], "no GQA"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, msg):
+    r = CliRunner().invoke(main, ["experiment", "dynakv-latency", "--quick", *args, "-o", str(tmp_path / "o")])
+    assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "o").exists()
