@@ -101,7 +101,7 @@ def context_density(ctx, n_tokens: int, n_chunks: int, chunk: int = 16) -> np.nd
     return d[-n_chunks:] if len(d) >= n_chunks else np.pad(d, (n_chunks - len(d), 0), constant_values=d.min())
 
 
-def _llama():
+def load_llama_cpp():
     try:
         import llama_cpp                    # here: optional (the [llama] extra), and 0.2 s to load
     except ImportError as e:
@@ -112,7 +112,7 @@ def _llama():
 def _capture(model_path, n_tokens, seed, threads, on_layer):
     """Decode a random prompt of n_tokens ids in one ubatch; call on_layer(il, A) with each layer's
     softmaxed attention A [n_head, n_tokens, n_tokens] (float32 copy; rows = queries)."""
-    llama_cpp = _llama()
+    llama_cpp = load_llama_cpp()
     R = int(n_tokens)
     if R <= 0:
         raise InputError(f"n_tokens must be positive (got {n_tokens})")

@@ -23,7 +23,7 @@ import re
 import numpy as np
 
 from ...core.errors import InputError
-from .attention import _llama
+from .attention import load_llama_cpp
 from .cb_eval import ggml_tensor, quiet
 from .session import random_token_ids
 
@@ -183,7 +183,7 @@ def llama_keys(model_path, n_tokens, seed=0, *, tokens=None, threads=2):
     whose op is GGML_OP_ROPE (likewise "Qcur-<il>") through cb_eval, before build_attn writes K into
     the cache (as f16). One ubatch, flash attention off, CPU only. For models that normalise K after
     RoPE (Llama 4's use_kq_norm: "Kcur_normed") these are the keys before that norm."""
-    llama_cpp = _llama()
+    llama_cpp = load_llama_cpp()
     if tokens is not None:
         tokens = [int(t) for t in tokens]
         if len(tokens) != int(n_tokens):
