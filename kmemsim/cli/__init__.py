@@ -2,7 +2,7 @@
 each. The command modules import their heavy machinery inside the command (start-up: `kmemsim --help`
 loads no pandas, no C core)."""
 from .main import main
-from . import compare, demo, experiment, is_live, predict, profile, record, replay, scenario, validate, workload
+from . import cleanup, compare, demo, experiment, is_live, predict, profile, record, replay, scenario, validate, workload
 
 __all__ = ["main"]
 
@@ -13,6 +13,7 @@ main.add_command(profile.profile)
 main.add_command(replay.replay)
 main.add_command(record.run)
 main.add_command(record.record)
+main.add_command(cleanup.cleanup)
 main.add_command(workload.model)
 main.add_command(workload.workload)
 main.add_command(workload.trace)

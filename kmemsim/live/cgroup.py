@@ -47,19 +47,21 @@ def read(path):
 
 
 class MemCgroup:
-    """Create with `MemCgroup.create(name)`; `version` is 1 or 2."""
+    """Create with `MemCgroup.create(name, ledger)`; `version` is 1 or 2."""
 
     def __init__(self, path, version, undo):
         self.path, self.version, self._undo = path, version, undo
 
     @classmethod
-    def create(cls, name):
+    def create(cls, name, ledger):
+        """`ledger` (kmemsim/live/leftovers.Ledger) hears of each change before it is made."""
         undo = []
         root = v2_root()
         if root:
             version = 2
             ctl = os.path.join(root, "cgroup.subtree_control")
             if "memory" not in read(ctl).split():
+                ledger.note(kind="controller", path=ctl, undo="-memory")
                 write(ctl, "+memory")
                 undo.append((ctl, "-memory"))
         else:
@@ -69,6 +71,7 @@ class MemCgroup:
                 raise InputError("no memory cgroup controller is mounted (neither cgroup v2 with memory nor "
                                  "v1 memory); mount one, e.g. `mount -t cgroup -o memory none /sys/fs/cgroup/memory`")
         path = os.path.join(root, name)
+        ledger.note(kind="cgroup", path=path)
         try:
             os.mkdir(path)
         except FileExistsError:

@@ -8,10 +8,11 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
-from . import rundir
+from . import leftovers, rundir
 from .cgroup import MemCgroup
 from ..core.errors import InputError
 from .probes import Probes, kernel_dev
@@ -194,18 +195,20 @@ def stop_tree(proc, cg, grace=3.0):
         time.sleep(0.02)
 
 
-def set_knob(stack, path, value):
-    """Write a /proc/sys or /sys file and register the old value's restoration."""
+def set_knob(stack, ledger, path, value):
+    """Write a /proc/sys or /sys file and register the old value's restoration (in the ledger first,
+    for a recorder killed before it can restore: kmemsim/live/leftovers.py)."""
     with open(path) as f:
         old = f.read().strip()
+    ledger.note(kind="knob", path=path, old=old, new=str(value))
     stack.callback(lambda: open(path, "w").write(old))
     with open(path, "w") as f:
         f.write(str(value))
 
 
-def set_sysctl(stack, name, value):
+def set_sysctl(stack, ledger, name, value):
     """Write /proc/sys/<name> and register the old value's restoration."""
-    set_knob(stack, "/proc/sys/" + name.replace(".", "/"), value)
+    set_knob(stack, ledger, "/proc/sys/" + name.replace(".", "/"), value)
 
 
 # A VM whose balloon reports free memory to its host (virtio-balloon free page reporting) gives the
@@ -218,11 +221,20 @@ def set_sysctl(stack, name, value):
 PAGE_REPORTING_HOLD_MS = 300000
 
 
-def hold_page_reporting(stack):
+def hold_page_reporting(stack, ledger):
     """Defer the VM's free page reporting for the run (restored after), where the machine has
     that setting."""
     if os.path.exists(rundir.PAGE_REPORTING_MIN_FREE):
-        set_knob(stack, rundir.PAGE_REPORTING_MIN_FREE, PAGE_REPORTING_HOLD_MS)
+        set_knob(stack, ledger, rundir.PAGE_REPORTING_MIN_FREE, PAGE_REPORTING_HOLD_MS)
+
+
+def put_right_leftovers():
+    """Undo what a recorder killed with SIGKILL left (kmemsim/live/leftovers.py), saying what."""
+    found = leftovers.cleanup()
+    if found:
+        print(f"kmemsim: put right what a killed run left: {'; '.join(found)}", file=sys.stderr)
+    return found
+
 
 
 def check_periods(interval, memcg_interval):
@@ -248,6 +260,7 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
     if swappiness is not None and not 0 <= swappiness <= 200:
         raise InputError(f"--swappiness {swappiness}: expected 0..200")
     require_root()
+    put_right_leftovers()
     if zram_spec and active_swaps():
         raise InputError(f"swap already active ({', '.join(active_swaps())}): its traffic would mix with the "
                          "run's; swapoff it first or run without --zram")
@@ -262,7 +275,9 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
     with signals_interrupt(), contextlib.ExitStack() as stack:
         try:
             rd.write_json("command.json", info)     # an interrupt from here on leaves a whole directory
-            cg = MemCgroup.create(f"kmemsim-{os.getpid()}")
+            ledger = leftovers.Ledger()
+            stack.callback(ledger.close)            # last: after everything below is restored
+            cg = MemCgroup.create(ledger.marker, ledger)
             stack.callback(cg.remove)
             if limit:
                 cg.set_limit(limit)
@@ -270,10 +285,11 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
                 if cg.version == 1:
                     cg.set_swappiness(swappiness)
                 else:                   # cgroup v2 has no per-cgroup swappiness
-                    set_sysctl(stack, "vm.swappiness", swappiness)
+                    set_sysctl(stack, ledger, "vm.swappiness", swappiness)
             if zram_spec:
-                zs = stack.enter_context(ZramSwap(*zram_spec))
-            hold_page_reporting(stack)
+                zs = stack.enter_context(ZramSwap(*zram_spec, ledger=ledger))
+            hold_page_reporting(stack, ledger)
+            leftovers.stop_point("setup")
             if drop_caches:
                 os.sync()
                 with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -294,6 +310,7 @@ def run_command(argv, out, mem_limit=None, zram=None, swappiness=None, drop_cach
                 rec.start(proc.pid)
             vm0 = None if record else rundir.vmstat()   # unrecorded: the machine's counters instead
             os.kill(proc.pid, signal.SIGCONT)
+            leftovers.stop_point("running")
             _, st, rusage = os.wait4(proc.pid, 0)
             vm1 = None if record else rundir.vmstat()
             proc.returncode = os.waitstatus_to_exitcode(st)

@@ -22,6 +22,7 @@ from ..core.atomic import atomic_write
 from ..core.errors import InputError
 from ..core.units import PAGE_SIZE as PAGE
 from .cgroup import v1_root, v2_root
+from .leftovers import stop_point
 from .samplers import read_kv
 
 
@@ -90,6 +91,7 @@ class RunDir:
         if len(samples):
             samples["t"] = samples["t"] - t0
         self.write_frame("samples.parquet", samples)
+        stop_point("writing")
         trace, tstats = build_trace(rec, tables)
         atomic_write(self.p("events.parquet"), lambda tmp: tr.save(trace, tmp))
         summ = summary(rec, tables, status, samples, tstats, cg=cg, rusage=rusage, faults=faults, pid=pid)

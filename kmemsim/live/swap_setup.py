@@ -55,8 +55,10 @@ class ZramSwap:
     """Context manager: on enter the device is swap; on exit it is off, reset, and hot-removed if we
     hot-added it. Each step is undone only if it was done."""
 
-    def __init__(self, algo, size, priority=32767):
-        self.algo, self.size, self.priority = algo, size, priority
+    def __init__(self, algo, size, priority=32767, ledger=None):
+        """`ledger` (kmemsim/live/leftovers.Ledger) hears of the device before it is changed; the swap
+        is labelled with its marker (kmemsim-PID), which `kmemsim cleanup` finds it by."""
+        self.algo, self.size, self.priority, self.ledger = algo, size, priority, ledger
         self.dev = None
         self.hot_added = False
         self.swapped_on = False
@@ -76,11 +78,17 @@ class ZramSwap:
         return self
 
     def _setup(self):
+        note = self.ledger.note if self.ledger else (lambda **e: e)
         if os.path.isdir("/sys/block/zram0") and zram_free("zram0"):
             self.dev = "zram0"
+            note(kind="zram", dev=self.dev, hot_added=False)
         elif os.path.exists(f"{ZRAM_CONTROL}/hot_add"):
+            entry = note(kind="zram", dev=None, hot_added=True)
             n = _read(f"{ZRAM_CONTROL}/hot_add")   # reading hot_add creates a device
             self.dev, self.hot_added = f"zram{n}", True
+            entry["dev"] = self.dev
+            if self.ledger:
+                self.ledger.save()
         else:
             raise InputError("zram0 is in use and this kernel cannot add zram devices; reset zram0 "
                              "(`echo 1 > /sys/block/zram0/reset`) or run without --zram")
@@ -91,7 +99,7 @@ class ZramSwap:
                              f"{', '.join(algos)}")
         _write(f"{sysdir}/comp_algorithm", self.algo)
         _write(f"{sysdir}/disksize", self.size)
-        _run(["mkswap", f"/dev/{self.dev}"])
+        _run(["mkswap"] + (["-L", self.ledger.marker] if self.ledger else []) + [f"/dev/{self.dev}"])
         _run(["swapon", "-p", str(self.priority), f"/dev/{self.dev}"])
         self.swapped_on = True
 
