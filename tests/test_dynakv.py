@@ -37,16 +37,33 @@ def contiguity(system, n_prefill=512, n_decode=768):
 
 
 def test_fig12_order_sequence_then_intra_cluster_then_inter_cluster():
-    # Fig 12: mean contiguous access length grows from sequence order (< 7.9 entries) to intra-cluster
-    # placement (25.3) to intra + inter-cluster placement (40.8)
-    seq, intra, inter = contiguity("no-cluster"), contiguity("dynakv-intra"), contiguity("dynakv")
+    # Fig 12: DynaKV's clusters read with mean contiguous access lengths that grow from sequence order
+    # (< 7.9 entries) to intra-cluster placement (25.3) to intra + inter-cluster placement (40.8)
+    seq, intra, inter = contiguity("dynakv-seq"), contiguity("dynakv-intra"), contiguity("dynakv")
     assert seq < 7.9 and seq < intra <= inter, (seq, intra, inter)
+    # token-level retrieval over sequence order reads shorter runs still than whole clusters do
+    assert contiguity("no-cluster") < seq
+
+
+def test_retrieval_budget_is_a_share_of_the_context():
+    # PQCache's selection: clusters in order of q . centroid until they hold the budget's tokens;
+    # token-level retrieval takes exactly the budget's tokens
+    keys, q = synthetic_keys(512, 256, 64, 1, np.random.default_rng(3))
+    for system in ("pqcache", "no-cluster"):
+        steps = dk.simulate(system, keys[0], q[0], 512, dk.Params(budget=0.25, entry_bytes=128), kmeans,
+                            np.random.default_rng(1))
+        need = np.ceil(0.25 * (512 + np.arange(256) + 1))
+        got = np.array([s.retrieved for s in steps])
+        assert (got >= need).all() if system == "pqcache" else (got == need).all()
+    assert got[-1] > got[0]                 # the context grows, so does the retrieval
 
 
 def test_bad_parameters_are_one_line():
     keys, q = synthetic_keys(256, 8, 64, 1, np.random.default_rng(0))
     with pytest.raises(InputError, match="k=99"):
-        dk.simulate("dynakv", keys[0], q[0], 256, dk.Params(k=99), kmeans, np.random.default_rng(0))
+        dk.simulate("dynakv", keys[0], q[0], 256, dk.Params(budget=0, k=99), kmeans, np.random.default_rng(0))
+    with pytest.raises(InputError, match="budget=1.5"):
+        dk.simulate("dynakv", keys[0], q[0], 256, dk.Params(budget=1.5), kmeans, np.random.default_rng(0))
     with pytest.raises(InputError, match="buffer=0"):
         dk.simulate("dynakv", keys[0], q[0], 256, dk.Params(buffer=0), kmeans, np.random.default_rng(0))
 
@@ -61,7 +78,8 @@ def test_experiment_quick(tmp_path):
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--set", "k=1000"], "k=1000"),
+    (["--set", "budget=0", "--set", "k=1000"], "k=1000"),
+    (["--set", "budget=nan"], "budget=nan"),
     (["--set", "buffer=0"], "buffer=0"),
     (["--set", "models=Llama-2-7B"], "no GQA"),
 ])

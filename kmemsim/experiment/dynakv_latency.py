@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import InputError
+from ..core.units import PAGE_SIZE
 from ..engine.managers import dynakv as dk
 from ..engine.time import device as devmod
 from ..report.tables import markdown
@@ -39,13 +40,17 @@ TABLE6 = {"Qwen2.5-1.5B": (84.6, 96.5, 123.5, 209.2, 376.3), "Qwen2.5-3B": (152.
           "Llama-3.2-1B": (76.7, 97.6, 189.4, 346.7, 677.3), "Llama-3.2-3B": (189.3, 289.6, 499.6, 1044.0, 1802.3)}
 SPEEDUP = {"no-cluster": 2.00, "pqcache": 1.47, "clusterkv": 1.31}          # Fig 10b
 BANDWIDTH = {"no-cluster": 2.10, "pqcache": 1.83, "clusterkv": 1.56}        # Fig 10c
-CONTIGUOUS = {"no-cluster": "< 7.9 (sequence order)", "dynakv-intra": "25.3 (intra-cluster placement)",
+CONTIGUOUS = {"dynakv-seq": "< 7.9 (sequence order)", "dynakv-intra": "25.3 (intra-cluster placement)",
               "dynakv": "40.8 (intra + inter-cluster placement)"}   # Fig 12 (Qwen-M, MMLU)
+# Table 2: probability that an updated cluster is retrieved within t steps, t = 1, 2, 4, 8, 16
+RETRIEVED_WITHIN = {"Qwen2.5-1.5B": (42.4, 47.9, 53.7, 60.5, 67.0), "Qwen2.5-3B": (59.4, None, None, None, 80.1),
+                    "Llama-3.2-1B": (36.5, None, None, None, 61.4), "Llama-3.2-3B": (30.1, None, None, None, 54.9)}
+HORIZONS = (1, 2, 4, 8, 16)
 
 
 def params(quick=False, overrides=()) -> dict:
     p = dict(device="oneplus-12", models=MODELS, lengths=LENGTHS, prefill=1024, heads=2, seed=11,
-             k=dk.Params.k, buffer=dk.Params.buffer, cache=dk.Params.cache_entries, cluster_size=dk.Params.cluster_size)
+             budget=dk.Params.budget, k=dk.Params.k, buffer=dk.Params.buffer, cache=dk.Params.cache_entries, cluster_size=dk.Params.cluster_size)
     if quick:
         p.update(QUICK)
     for key, val in output.overrides(p, overrides).items():
@@ -57,17 +62,20 @@ def params(quick=False, overrides=()) -> dict:
                 p[key] = tuple(int(v) for v in items)
             elif key == "device":
                 p[key] = val
+            elif key == "budget":
+                p[key] = float(val)
             else:
                 p[key] = int(val)
         except ValueError:
-            raise InputError(f"--set {key}={val}: expected whole numbers") from None
+            raise InputError(f"--set {key}={val}: expected {'a number' if key == 'budget' else 'whole numbers'}") from None
     for m in p["models"]:
         hp = preset(m)
         if not hp.get("n_head_kv") or hp["n_head_kv"] >= hp["n_head"]:
             raise InputError(f"model {m}: no GQA metadata (n_head_kv < n_head); DynaKV's models are GQA")
     if not p["lengths"] or min(p["lengths"]) < 1 or p["prefill"] < 2 * p["cluster_size"] or p["heads"] < 1:
         raise InputError("lengths >= 1, prefill >= 2 x cluster_size, heads >= 1")
-    dk.Params(k=p["k"], buffer=p["buffer"], cache_entries=p["cache"], cluster_size=p["cluster_size"]).check(
+    dk.Params(budget=p["budget"], k=p["k"], buffer=p["buffer"], cache_entries=p["cache"],
+              cluster_size=p["cluster_size"]).check(
         max(1, p["prefill"] // p["cluster_size"]))
     devmod.load(p["device"])
     return p
@@ -81,28 +89,36 @@ def shape(model):
     return hp["n_layer"], hp["n_head_kv"], head_dim, layer_bytes
 
 
+def pages(runs, entry_bytes) -> float:
+    """Bytes read for runs of entries: whole 4 KiB pages (O_DIRECT)."""
+    return float(np.ceil(np.asarray(runs) * entry_bytes / PAGE_SIZE).sum() * PAGE_SIZE)
+
+
 def run_model(dev, model, p, system, keys, queries, buffer=None):
     n_layer, n_kv, head_dim, layer_bytes = shape(model)
-    prm = dk.Params(k=p["k"], buffer=buffer or p["buffer"], cache_entries=p["cache"], cluster_size=p["cluster_size"],
+    prm = dk.Params(budget=p["budget"], k=p["k"], buffer=buffer or p["buffer"], cache_entries=p["cache"], cluster_size=p["cluster_size"],
                     entry_bytes=2 * head_dim)
     rng = np.random.default_rng(p["seed"])
-    per_head = [dk.simulate(system, keys[h], queries[h], p["prefill"], prm, kmeans, rng) for h in range(len(keys))]
+    heads = []
+    per_head = [dk.simulate(system, keys[h], queries[h], p["prefill"], prm, kmeans, rng, heads) for h in range(len(keys))]
+    crossings = np.sum([getattr(h, "crossings", [0, 0]) for h in heads], axis=0)
     steps = len(per_head[0])
     compute = layer_bytes / (dev.weight_gbps * 1e9)
     scale = n_kv / len(keys)
     io = np.zeros(steps)
     useful = np.zeros(steps)
-    runs_n, runs_sum, moved = np.zeros(steps), np.zeros(steps), np.zeros(steps)
+    runs_n, runs_sum, moved, update = np.zeros(steps), np.zeros(steps), np.zeros(steps), np.zeros(steps)
     for s in range(steps):
         runs = np.concatenate([h[s].runs for h in per_head])
-        io[s] = dk.io_seconds(dev, runs, prm.entry_bytes) * scale
+        io[s] = dk.io_seconds(dev, runs, prm.entry_bytes, in_flight=len(runs) * scale) * scale
         useful[s] = runs.sum() * prm.entry_bytes * scale
         runs_n[s], runs_sum[s] = len(runs), runs.sum()
-        moved[s] = (np.ceil(runs * prm.entry_bytes / 4096).sum() * 4096
-                    + sum(h[s].written for h in per_head) * prm.entry_bytes) * scale
+        written = sum(h[s].written for h in per_head) * prm.entry_bytes
+        moved[s] = (pages(runs, prm.entry_bytes) + written) * scale
+        update[s] = (pages(np.concatenate([h[s].forced for h in per_head]), prm.entry_bytes) + written) * scale
     step_s = n_layer * np.maximum(compute, io)
     return dict(step_s=step_s, io=io * n_layer, useful=useful * n_layer, runs_n=runs_n, runs_sum=runs_sum,
-                moved=moved * n_layer)
+                moved=moved * n_layer, update=update * n_layer, crossings=crossings, within=dk.retrieved_within(per_head[0], HORIZONS))
 
 
 def run(out, quick=False, progress=None, overrides=()) -> pd.DataFrame:
@@ -110,7 +126,7 @@ def run(out, quick=False, progress=None, overrides=()) -> pd.DataFrame:
     os.makedirs(out, exist_ok=True)
     dev = devmod.load(p["device"])
     t0 = time.time()
-    rows, buffers = [], []
+    rows, buffers, within = [], [], []
     L = max(p["lengths"])
     for model in p["models"]:
         _, _, head_dim, _ = shape(model)
@@ -126,20 +142,29 @@ def run(out, quick=False, progress=None, overrides=()) -> pd.DataFrame:
                                  bytes_moved=float(r["moved"][sl].sum())))
             if progress:
                 progress(f"{model} {system}: {rows[-1]['latency_s'] * 1e3:.1f} ms a step at {L} tokens")
-        r = run_model(dev, model, p, "dynakv-intra", keys, queries)      # Fig 12's intra-cluster layout alone
-        rows.append(dict(device=p["device"], model=model, decode_len=L, system="dynakv-intra",
-                         latency_s=float(r["step_s"].mean()),
-                         effective_bandwidth_bytes_per_s=float(r["useful"].sum() / max(r["io"].sum(), 1e-12)),
-                         mean_contiguous_entries=float(r["runs_sum"].sum() / max(r["runs_n"].sum(), 1)),
-                         bytes_moved=float(r["moved"].sum())))
-        # the delayed-split buffer's cut in transferred volume (§8.3, Fig 11): no buffer against it
-        one = run_model(dev, model, p, "dynakv", keys, queries, buffer=1)["moved"].sum()
-        full = [x for x in rows if x["model"] == model and x["system"] == "dynakv" and x["decode_len"] == L][0]
-        buffers.append(dict(model=model, buffer=p["buffer"], moved_without=float(one), moved_with=full["bytes_moved"],
-                            cut=float(one / full["bytes_moved"]) if full["bytes_moved"] else float("nan")))
+            if system == "dynakv":
+                full = r
+                within.append(dict(model=model, **{f"t{h}": v for h, v in r["within"].items()}))
+        for system in ("dynakv-seq", "dynakv-intra"):   # Fig 12: DynaKV's clusters on other layouts
+            r = run_model(dev, model, p, system, keys, queries)
+            rows.append(dict(device=p["device"], model=model, decode_len=L, system=system,
+                             latency_s=float(r["step_s"].mean()),
+                             effective_bandwidth_bytes_per_s=float(r["useful"].sum() / max(r["io"].sum(), 1e-12)),
+                             mean_contiguous_entries=float(r["runs_sum"].sum() / max(r["runs_n"].sum(), 1)),
+                             bytes_moved=float(r["moved"].sum())))
+        # the delayed-split buffer's cut in transferred volume (§8.3, Fig 11): a buffer of one entry
+        # (each over-threshold entry splits its cluster at once, loading it if it is not in DRAM)
+        # against the full buffer; all data moved, and the updates' alone (loads to split + writes)
+        one = run_model(dev, model, p, "dynakv", keys, queries, buffer=1)
+        buffers.append(dict(model=model, buffer=p["buffer"], moved_without=float(one["moved"].sum()),
+                            moved_with=float(full["moved"].sum()), update_without=float(one["update"].sum()),
+                            update_with=float(full["update"].sum()),
+                            cut=float(one["moved"].sum() / max(full["moved"].sum(), 1)),
+                            update_cut=float(one["update"].sum() / max(full["update"].sum(), 1)),
+                            crossings=int(full["crossings"].sum()), crossings_not_in_dram=int(full["crossings"][0])))
     df = pd.DataFrame(rows)
     df.attrs["wall_s"] = time.time() - t0
-    paper = paper_table(df, pd.DataFrame(buffers), p)
+    paper = paper_table(df, pd.DataFrame(buffers), pd.DataFrame(within), p)
     output.write_tables(out, df, paper, buffer=pd.DataFrame(buffers))
     md = [f"# {TITLE}", "", f"Source: {PAPER}.", "", __doc__.strip(), "", "## Our figures beside the paper's", "",
           markdown(paper), "", "## Per point", "", markdown(df), "",
@@ -148,7 +173,7 @@ def run(out, quick=False, progress=None, overrides=()) -> pd.DataFrame:
     return df
 
 
-def paper_table(df, buffers, p) -> pd.DataFrame:
+def paper_table(df, buffers, within, p) -> pd.DataFrame:
     rows = []
     L = max(p["lengths"])
     piv = df[df["decode_len"] == L].pivot_table(index="model", columns="system",
@@ -163,8 +188,13 @@ def paper_table(df, buffers, p) -> pd.DataFrame:
     for s, v in CONTIGUOUS.items():
         rows.append(dict(metric=f"mean contiguous entries, {s}", paper=v, ours=f"{mc.get(s, float('nan')):.1f}"))
     if len(buffers):
-        rows.append(dict(metric=f"delayed-split buffer ({p['buffer']}): transferred volume cut", paper="up to 2.32x",
-                         ours=f"up to {buffers['cut'].max():.2f}x"))
+        rows.append(dict(metric=f"delayed-split buffer ({p['buffer']}) against none: transferred volume cut",
+                         paper="up to 2.32x", ours=f"up to {buffers['cut'].max():.2f}x (all reads and writes); "
+                                                   f"up to {buffers['update_cut'].max():.2f}x (the updates' loads and writes)"))
+    for _, w in within.iterrows():
+        for h, v in zip(HORIZONS, RETRIEVED_WITHIN.get(w["model"], (None,) * len(HORIZONS))):
+            rows.append(dict(metric=f"Table 2 {w['model']}: updated cluster retrieved within {h} steps (%)",
+                             paper="-" if v is None else f"{v}", ours=f"{100 * w[f't{h}']:.1f}"))
     for model, vals in TABLE6.items():
         for n, v in zip(LENGTHS, vals):
             hit = df[(df["model"] == model) & (df["decode_len"] == n) & (df["system"] == "dynakv")]

@@ -40,7 +40,9 @@ QUEUE_DEPTH = 32               # io_uring reads in flight (UFS 4.0's command que
 
 @dataclass
 class Params:
-    k: int = 8                 # clusters retrieved per step [assumption: the paper gives no k]
+    budget: float = 0.2        # tokens retrieved per step, a fraction of the context [assumption: the
+                               # paper gives none; PQCache (Zhang et al., SIGMOD 2025) retrieves 1/5]
+    k: int = 8                 # clusters retrieved per step when budget is 0 [assumption]
     cluster_size: int = 32     # prefill entries per K-Means cluster [assumption]
     cache_entries: int = 512   # DRAM cache per head, entries [assumption]
     buffer: int = 16           # delayed-split buffer, entries (§8.3: up to 16)
@@ -48,7 +50,9 @@ class Params:
     entry_bytes: int = 256     # K + V of one token for one KV head: 2 x head_dim (128) x FP8
 
     def check(self, n_clusters):
-        if self.k < 1 or self.k > n_clusters:
+        if not 0 <= self.budget <= 1:
+            raise InputError(f"budget={self.budget}: a fraction of the context, 0..1 (0: a fixed k clusters)")
+        if not self.budget and (self.k < 1 or self.k > n_clusters):
             raise InputError(f"k={self.k}: retrieve between 1 and the {n_clusters} clusters the prefill makes "
                              f"(prefill tokens / cluster_size {self.cluster_size})")
         if self.buffer < 1:
@@ -63,6 +67,10 @@ class Step:
     runs: np.ndarray            # entries per read
     retrieved: int              # entries the step needed
     written: int                # entries written to flash (appends, splits, relocations)
+    hits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # entries served from DRAM
+    joined: int = -1            # the cluster the step's new entry joined
+    forced: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # runs read only to split
+    chosen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the clusters retrieved
 
 
 def runs_of(addresses) -> np.ndarray:
@@ -74,14 +82,16 @@ def runs_of(addresses) -> np.ndarray:
     return np.diff(np.r_[0, cut, len(a)])
 
 
-def io_seconds(dev, runs, entry_bytes) -> float:
+def io_seconds(dev, runs, entry_bytes, in_flight=None) -> float:
     """The reads of one step on the device's flash: each run issued as whole pages, up to QUEUE_DEPTH
     in flight together; a read of S bytes among q in flight takes S / flash_throughput(S, q) of the
-    flash's time (flash_throughput is the rate of q such reads together)."""
+    flash's time (flash_throughput is the rate of q such reads together). in_flight: the reads issued
+    together, when `runs` are a sample of them (a layer's KV heads all read at once through io_uring,
+    §7); default len(runs)."""
     if len(runs) == 0:
         return 0.0
     size = np.ceil(np.asarray(runs) * entry_bytes / PAGE_SIZE) * PAGE_SIZE
-    q = min(QUEUE_DEPTH, len(runs))
+    q = min(QUEUE_DEPTH, max(1, in_flight if in_flight is not None else len(runs)))
     return float(np.sum(size / dev.flash_throughput(size, q)))
 
 
@@ -169,16 +179,24 @@ class Head:
 
     def append(self, t) -> int:
         """Step t's new entry joins the clusters (returns entries written to flash)."""
-        j = int(np.argmin(((self.cen - self.K[t]) ** 2).sum(1)))
+        j = self.joined = int(np.argmin(((self.cen - self.K[t]) ** 2).sum(1)))
         self._add(j, t)
         self.addr[t] = self.tail
         self.tail += 1
         return 1
 
+    def tokens(self, t) -> int:
+        """Tokens step t retrieves: the budget's share of the t + 1 in the context."""
+        return int(np.ceil(self.p.budget * (t + 1))) if self.p.budget else self.p.k * self.p.cluster_size
+
     def select(self, t) -> np.ndarray:
-        """The entries step t retrieves: the k clusters of highest q . centroid."""
-        score = self.cen @ self.Q[t - self.n]
-        top = np.argsort(-score)[:self.p.k]
+        """The entries step t retrieves: clusters in order of q . centroid until they hold the budget's
+        tokens (ClusterKV's and PQCache's selection; with budget 0, the k best clusters)."""
+        order = np.argsort(-(self.cen @ self.Q[t - self.n]))
+        if self.p.budget:
+            top = order[:int(np.searchsorted(np.cumsum(self.count[order]), self.tokens(t))) + 1]
+        else:
+            top = order[:self.p.k]
         self.chosen = top
         return np.flatnonzero(np.isin(self.label[:t + 1], top))
 
@@ -207,7 +225,7 @@ class Head:
         miss = need[~self.cached(need)]
         runs = runs_of(self.addr[miss])
         self.admit(t)
-        return Step(runs, len(need), written)
+        return Step(runs, len(need), written, np.setdiff1d(need, miss), self.joined, chosen=np.array(self.chosen))
 
 
 class NoCluster(Head):
@@ -219,7 +237,7 @@ class NoCluster(Head):
         self.tail = self.n
 
     def select(self, t):
-        budget = self.p.k * self.p.cluster_size           # as many tokens as k clusters hold at prefill
+        budget = self.tokens(t)                 # as many tokens as the clusters would bring
         score = self.K[:t + 1] @ self.Q[t - self.n]
         sel = np.argpartition(-score, min(budget, t) )[:budget] if budget < t + 1 else np.arange(t + 1)
         self.chosen = np.zeros(0, np.int64)
@@ -243,7 +261,7 @@ class ClusterKV(Head):
     name = "clusterkv"
 
     def append(self, t):
-        j = int(np.argmin(((self.cen - self.K[t]) ** 2).sum(1)))
+        j = self.joined = int(np.argmin(((self.cen - self.K[t]) ** 2).sum(1)))
         over = self._var_with(j, t) > self.tau
         self._add(j, t)
         self.addr[t] = self.tail
@@ -290,6 +308,7 @@ class DynaKV(Head):
         self.used = np.bincount(self.label[:self.n], minlength=n_cl).astype(np.int64)
         self.tail = base
         self.buf = {}                               # cluster -> entries waiting (delayed split)
+        self.crossings = [0, 0]                     # threshold crossings: cluster not in DRAM, in DRAM
         self.wbuf = {}                              # cluster -> entries in its page-aligned write buffer
 
     def _place(self, j, entries) -> int:
@@ -331,7 +350,7 @@ class DynaKV(Head):
         return written
 
     def append(self, t):
-        j = int(np.argmin(((self.cen - self.K[t]) ** 2).sum(1)))
+        j = self.joined = int(np.argmin(((self.cen - self.K[t]) ** 2).sum(1)))
         over = self._var_with(j, t) > self.tau
         self._add(j, t)
         self.updated[j] = t
@@ -344,6 +363,7 @@ class DynaKV(Head):
             written += self._place(j, w)
             self.wbuf[j] = []
         if over:
+            self.crossings[j in self.cache] += 1
             if j in self.cache:                  # loaded: split now, in DRAM
                 written += self._flush(j) + self._split_now(j)
             else:                                # delayed split: buffer until it is next retrieved
@@ -370,12 +390,13 @@ class DynaKV(Head):
         need = self.select(t)
         miss = need[~self.cached(need)]
         runs = runs_of(np.r_[self.addr[miss], self.addr[self.forced]])
+        forced = runs_of(self.addr[np.setdiff1d(self.forced, need)])
         for j in self.chosen:                    # retrieved clusters split now if they were waiting
             if int(j) in self.buf:
                 written += self._flush(int(j)) + self._split_now(int(j))
                 self.buf.pop(int(j), None)
         self.admit(t)
-        return Step(runs, len(need), written)
+        return Step(runs, len(need), written, np.setdiff1d(need, miss), self.joined, forced, np.array(self.chosen))
 
     def trim(self, t):
         """Cluster-aligned replacement (§6): recently updated clusters kept (Principle 2), then the
@@ -394,12 +415,48 @@ class DynaKVIntra(DynaKV):
     inter = False
 
 
-HEADS = {c.name: c for c in (DynaKV, NoCluster, PQCache, ClusterKV, DynaKVIntra)}
+class DynaKVSequence(DynaKV):
+    """DynaKV's clusters read from entries in sequence order (Fig 12's first bar): no pools, each
+    entry where its token falls; splits and appends move nothing."""
+    name = "dynakv-seq"
+
+    def layout(self):
+        NoCluster.layout(self)
+        self.buf, self.wbuf, self.crossings = {}, {}, [0, 0]
+
+    def _place(self, j, entries) -> int:
+        return len(entries)                     # already at their token's address
+
+    def _split_now(self, j) -> int:
+        self.split(j)
+        return 0
+
+    def append(self, t):
+        self.addr[t] = t
+        self.tail = t + 1
+        return super().append(t)
 
 
-def simulate(system, keys, queries, n_prefill, p: Params, kmeans, rng) -> list[Step]:
-    """Every decoding step of one head under one system."""
+HEADS = {c.name: c for c in (DynaKV, NoCluster, PQCache, ClusterKV, DynaKVIntra, DynaKVSequence)}
+
+
+def retrieved_within(steps, horizons=(1, 2, 4, 8, 16)) -> dict:
+    """Table 2's statistic: the probability that the cluster a step's entry joined is retrieved within
+    t steps after (cluster ids as they stand; a split's new half counts as another cluster)."""
+    out = {}
+    for h in horizons:
+        hit = [any(steps[s].joined in steps[u].chosen for u in range(s + 1, s + 1 + h))
+               for s in range(len(steps) - h)]
+        out[h] = float(np.mean(hit)) if hit else float("nan")
+    return out
+
+
+def simulate(system, keys, queries, n_prefill, p: Params, kmeans, rng, heads=None) -> list[Step]:
+    """Every decoding step of one head under one system (the Head is appended to `heads`, a list,
+    for its end state: clusters, crossings)."""
     if system not in HEADS:
         raise InputError(f"unknown system {system!r}; known: {', '.join(HEADS)}")
     h = HEADS[system](keys, queries, n_prefill, p, kmeans, rng)
+    if heads is not None:
+        heads.append(h)
     return [h.step(t) for t in range(n_prefill, len(keys))]

@@ -42,7 +42,7 @@ def _walk_at(steps, d, rng):
 
 
 def synthetic_keys(n_prefill, n_decode, head_dim, n_heads, rng, *, n_modes=16, spread=0.5, drift=0.02,
-                   birth_rate=1 / 512, concentration=1.0, query_window=64, query_noise=0.5):
+                   birth_rate=1 / 512, concentration=1.0, query_window=64, query_noise=0.5, segment=16):
     """Keys whose cluster structure drifts over decoding, and the decoding queries that go with them.
 
     Returns (keys, queries): float32 [n_heads, n_prefill + n_decode, head_dim] (prefill tokens first,
@@ -59,6 +59,9 @@ def synthetic_keys(n_prefill, n_decode, head_dim, n_heads, rng, *, n_modes=16, s
       drift * sqrt(t * head_dim) in t steps).
     - Keys: the prefill (step 0, one forward pass) is drawn from the initial mixture; the key of
       decoding step s (1..n_decode) from the mixture at step s: centre of its mode + spread * N(0, I).
+      Consecutive tokens share a mode in segments: a token starts a new segment (a fresh draw from
+      the mixture) with probability 1/segment, else keeps its predecessor's mode, so segments are
+      geometric with mean `segment` tokens.
     - Queries: the query of step s is near a mode of the recent keys: pick one of the last
       query_window keys (up to and including step s's own key) uniformly, take its mode's centre at
       step s and add query_noise * N(0, I).
@@ -74,6 +77,8 @@ def synthetic_keys(n_prefill, n_decode, head_dim, n_heads, rng, *, n_modes=16, s
     - birth_rate=1/512: one new mode per 512 decoded tokens on average (0: none).
     - concentration=1.0: Dirichlet(1) proportions (uniform on the simplex: unequal cluster sizes).
     - query_window=64, query_noise=0.5 (= spread): queries look like recent keys.
+    - segment=16: a mode lasts a sentence or so (English sentences run 15-20 words, about as many
+      tokens); 1 draws every token's mode afresh (no positional locality at all).
     Not modelled: per-channel offsets and outlier channels of real keys, RoPE's position dependence.
 
     Deterministic given rng. Vectorised over tokens; loops over heads and modes only."""
@@ -82,9 +87,10 @@ def synthetic_keys(n_prefill, n_decode, head_dim, n_heads, rng, *, n_modes=16, s
         raise InputError(f"need n_prefill >= 0, n_decode >= 0 and some tokens (got {n_prefill}, {n_decode})")
     if d <= 0 or H <= 0 or int(n_modes) <= 0:
         raise InputError(f"head_dim, n_heads and n_modes must be positive (got {d}, {H}, {n_modes})")
-    if min(spread, drift, birth_rate, query_noise) < 0 or concentration <= 0 or int(query_window) < 1:
+    if min(spread, drift, birth_rate, query_noise) < 0 or concentration <= 0 or int(query_window) < 1 \
+            or not segment >= 1:
         raise InputError("synthetic_keys: need spread, drift, birth_rate, query_noise >= 0, "
-                         "concentration > 0, query_window >= 1")
+                         "concentration > 0, query_window >= 1, segment >= 1")
     M0, N = int(n_modes), n_prefill + n_decode
     step = np.maximum(np.arange(N) - n_prefill + 1, 0)              # prefill: 0, decoded: 1..n_decode
     q_step = np.arange(1, n_decode + 1)
@@ -99,6 +105,9 @@ def synthetic_keys(n_prefill, n_decode, head_dim, n_heads, rng, *, n_modes=16, s
         alive = np.searchsorted(born, step, side="right")           # modes born at or before the step
         mode = np.searchsorted(cw, rng.random(N) * cw[alive - 1], side="right")
         mode = np.minimum(mode, alive - 1)                           # guard the float edge u == cw
+        starts = rng.random(N) < 1.0 / segment                       # a token that starts a segment
+        starts[0] = True
+        mode = mode[np.flatnonzero(starts)[np.cumsum(starts) - 1]]   # the mode its segment started with
         # the query of step s borrows the mode of one of the last query_window keys
         src = n_prefill + q_step - 1 - rng.integers(0, int(query_window), n_decode)
         q_mode = mode[np.maximum(src, 0)]
