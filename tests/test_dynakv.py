@@ -87,3 +87,19 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, msg):
     r = CliRunner().invoke(main, ["experiment", "dynakv-latency", "--quick", *args, "-o", str(tmp_path / "o")])
     assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output, r.output
     assert not (tmp_path / "o").exists()
+
+
+def test_a_steps_reads_hide_behind_the_kv_projection_and_no_more():
+    # DynaKV §6: the retrieved KV is read while the K and V projections run (after the query is
+    # known); attention waits for both. So a read no longer than the KV projection costs nothing, and
+    # a longer one shows by what it exceeds it, in every layer.
+    dev = device.load("oneplus-12")
+    q, kv, att, ffn = 1e-3, 2e-3, 0.5e-3, 3e-3
+    compute = 12 * (q + kv + att + ffn)
+    assert dk.step_seconds(dev, (q, kv, att, ffn), 0.0, 0.0, 12) == pytest.approx(compute)
+    assert dk.step_seconds(dev, (q, kv, att, ffn), 1.5e-3, 0.0, 12) == pytest.approx(compute)
+    assert dk.step_seconds(dev, (q, kv, att, ffn), 5e-3, 0.0, 12) == pytest.approx(compute + 12 * 3e-3)
+    # the representatives are prefetched from the previous layer's FFN on, and are needed once the
+    # query is known: 4 ms of them hide behind FFN + Q projection, only the first layer (which has
+    # no FFN before it) waits, by what they exceed its Q + KV projections
+    assert dk.step_seconds(dev, (q, kv, att, ffn), 0.0, 4e-3, 12) == pytest.approx(compute + 1e-3)

@@ -82,11 +82,13 @@ def params(quick=False, overrides=()) -> dict:
 
 
 def shape(model):
+    """(n_layer, n_head_kv, head_dim, the layer's FP8 weight bytes (a byte each) by step: Q
+    projection, K and V projections, attention's output projection, FFN)."""
     hp = preset(model)
     head_dim = hp.get("head_dim") or hp["n_embd"] // hp["n_head"]
-    layer_bytes = (hp["n_embd"] * hp["n_head"] * head_dim * 2 + 2 * hp["n_embd"] * hp["n_head_kv"] * head_dim
-                   + 3 * hp["n_embd"] * hp["n_ff"])            # FP8 weights: a byte each
-    return hp["n_layer"], hp["n_head_kv"], head_dim, layer_bytes
+    parts = (hp["n_embd"] * hp["n_head"] * head_dim, 2 * hp["n_embd"] * hp["n_head_kv"] * head_dim,
+             hp["n_head"] * head_dim * hp["n_embd"], 3 * hp["n_embd"] * hp["n_ff"])
+    return hp["n_layer"], hp["n_head_kv"], head_dim, parts
 
 
 def pages(runs, entry_bytes) -> float:
@@ -95,7 +97,7 @@ def pages(runs, entry_bytes) -> float:
 
 
 def run_model(dev, model, p, system, keys, queries, buffer=None):
-    n_layer, n_kv, head_dim, layer_bytes = shape(model)
+    n_layer, n_kv, head_dim, parts = shape(model)
     prm = dk.Params(budget=p["budget"], k=p["k"], buffer=buffer or p["buffer"], cache_entries=p["cache"], cluster_size=p["cluster_size"],
                     entry_bytes=2 * head_dim)
     rng = np.random.default_rng(p["seed"])
@@ -103,9 +105,10 @@ def run_model(dev, model, p, system, keys, queries, buffer=None):
     per_head = [dk.simulate(system, keys[h], queries[h], p["prefill"], prm, kmeans, rng, heads) for h in range(len(keys))]
     crossings = np.sum([getattr(h, "crossings", [0, 0]) for h in heads], axis=0)
     steps = len(per_head[0])
-    compute = layer_bytes / (dev.weight_gbps * 1e9)
+    compute = tuple(b / (dev.weight_gbps * 1e9) for b in parts)      # decoding streams the weights
     scale = n_kv / len(keys)
     io = np.zeros(steps)
+    step_s = np.zeros(steps)
     useful = np.zeros(steps)
     runs_n, runs_sum, moved, update = np.zeros(steps), np.zeros(steps), np.zeros(steps), np.zeros(steps)
     for s in range(steps):
@@ -116,7 +119,10 @@ def run_model(dev, model, p, system, keys, queries, buffer=None):
         written = sum(h[s].written for h in per_head) * prm.entry_bytes
         moved[s] = (pages(runs, prm.entry_bytes) + written) * scale
         update[s] = (pages(np.concatenate([h[s].forced for h in per_head]), prm.entry_bytes) + written) * scale
-    step_s = n_layer * np.maximum(compute, io)
+        # the layer's representatives: every KV head's centroids (FP8, head_dim bytes), one read
+        rep = n_kv * max(h[s].clusters for h in per_head) * head_dim
+        rep_s = rep / float(dev.flash_throughput(rep, 1)) if rep else 0.0
+        step_s[s] = dk.step_seconds(dev, compute, io[s], rep_s, n_layer)
     return dict(step_s=step_s, io=io * n_layer, useful=useful * n_layer, runs_n=runs_n, runs_sum=runs_sum,
                 moved=moved * n_layer, update=update * n_layer, crossings=crossings, within=dk.retrieved_within(per_head[0], HORIZONS))
 

@@ -70,6 +70,7 @@ class Step:
     hits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # entries served from DRAM
     joined: int = -1            # the cluster the step's new entry joined
     forced: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # runs read only to split
+    clusters: int = 0           # clusters after the step (their centroids: the representatives)
     chosen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the clusters retrieved
 
 
@@ -93,6 +94,32 @@ def io_seconds(dev, runs, entry_bytes, in_flight=None) -> float:
     size = np.ceil(np.asarray(runs) * entry_bytes / PAGE_SIZE) * PAGE_SIZE
     q = min(QUEUE_DEPTH, max(1, in_flight if in_flight is not None else len(runs)))
     return float(np.sum(size / dev.flash_throughput(size, q)))
+
+
+def step_seconds(dev, layer_compute, kv_io_s, rep_io_s, n_layer) -> float:
+    """One decoding step's time on the pipeline time model (engine/time/pipeline.py), DynaKV's
+    two pipelines (§6): per layer, on the CPU: Q projection, KV projection, attention (after the
+    layer's retrieved KV has arrived) with the output projection, FFN; on the loader thread's flash
+    stream: the layer's representatives (centroids, on flash) read from the previous layer's FFN on
+    (prefetched, so they are there for the Q projection), then the retrieved KV once the query is
+    known (after Q projection and the representatives), overlapped with KV projection. layer_compute: seconds of
+    (q_proj, kv_proj, attention, ffn); kv_io_s, rep_io_s: the layer's flash time alone."""
+    # here: the pipeline model is only needed when a step is timed, not to simulate heads
+    from ..time.pipeline import Pipeline
+    p = Pipeline(dev)
+    cpu = p.stream("cpu", p.cores("cpu", 1))
+    io = p.stream("loader", p.flash())
+    q_s, kv_s, att_s, ffn_s = layer_compute
+    prev = None
+    for layer in range(n_layer):
+        rep = io.work(f"rep{layer}", rep_io_s, after=[prev] if prev else [])
+        q = cpu.work(f"q{layer}", q_s)
+        kv = io.work(f"kv{layer}", kv_io_s, after=[q, rep])
+        cpu.work(f"kvproj{layer}", kv_s)
+        att = cpu.work(f"att{layer}", att_s, after=[kv])
+        prev = att
+        cpu.work(f"ffn{layer}", ffn_s)
+    return p.run().makespan
 
 
 class Head:
@@ -225,7 +252,8 @@ class Head:
         miss = need[~self.cached(need)]
         runs = runs_of(self.addr[miss])
         self.admit(t)
-        return Step(runs, len(need), written, np.setdiff1d(need, miss), self.joined, chosen=np.array(self.chosen))
+        return Step(runs, len(need), written, np.setdiff1d(need, miss), self.joined, chosen=np.array(self.chosen),
+                    clusters=len(self.count))
 
 
 class NoCluster(Head):
@@ -396,7 +424,8 @@ class DynaKV(Head):
                 written += self._flush(int(j)) + self._split_now(int(j))
                 self.buf.pop(int(j), None)
         self.admit(t)
-        return Step(runs, len(need), written, np.setdiff1d(need, miss), self.joined, forced, np.array(self.chosen))
+        return Step(runs, len(need), written, np.setdiff1d(need, miss), self.joined, forced=forced,
+                    chosen=np.array(self.chosen), clusters=len(self.count))
 
     def trim(self, t):
         """Cluster-aligned replacement (§6): recently updated clusters kept (Principle 2), then the
