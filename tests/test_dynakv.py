@@ -103,3 +103,16 @@ def test_a_steps_reads_hide_behind_the_kv_projection_and_no_more():
     # query is known: 4 ms of them hide behind FFN + Q projection, only the first layer (which has
     # no FFN before it) waits, by what they exceed its Q + KV projections
     assert dk.step_seconds(dev, (q, kv, att, ffn), 0.0, 4e-3, 12) == pytest.approx(compute + 1e-3)
+
+
+def test_a_steps_time_is_the_whole_pipelines():
+    # step_seconds runs three layers and adds the rest at the third's period: the whole pipeline
+    # gives the same time, whichever of compute, KV reads or representatives binds
+    dev = device.load("oneplus-12")
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        comp = tuple(rng.uniform(0.1e-3, 3e-3, 4))
+        kv, rep = rng.uniform(0, 8e-3), rng.uniform(0, 8e-3) * rng.integers(0, 2)
+        for n in (1, 2, 3, 4, 28):
+            assert dk.step_seconds(dev, comp, kv, rep, n) == pytest.approx(dk.layer_pipeline(dev, comp, kv, rep, n),
+                                                                           rel=1e-9)

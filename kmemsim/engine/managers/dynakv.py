@@ -76,9 +76,10 @@ class Step:
 
 def runs_of(addresses) -> np.ndarray:
     """Lengths of the runs of consecutive addresses in a set of flash addresses (entry units)."""
-    a = np.unique(np.asarray(addresses, np.int64))
+    a = np.sort(np.asarray(addresses, np.int64))
     if len(a) == 0:
         return np.zeros(0, np.int64)
+    a = a[np.r_[True, np.diff(a) != 0]]     # the same address twice is one entry
     cut = np.flatnonzero(np.diff(a) != 1) + 1
     return np.diff(np.r_[0, cut, len(a)])
 
@@ -102,8 +103,22 @@ def step_seconds(dev, layer_compute, kv_io_s, rep_io_s, n_layer) -> float:
     layer's retrieved KV has arrived) with the output projection, FFN; on the loader thread's flash
     stream: the layer's representatives (centroids, on flash) read from the previous layer's FFN on
     (prefetched, so they are there for the Q projection), then the retrieved KV once the query is
-    known (after Q projection and the representatives), overlapped with KV projection. layer_compute: seconds of
-    (q_proj, kv_proj, attention, ffn); kv_io_s, rep_io_s: the layer's flash time alone."""
+    known (after Q projection and the representatives), overlapped with KV projection.
+    layer_compute: seconds of (q_proj, kv_proj, attention, ffn); kv_io_s, rep_io_s: the layer's flash
+    time alone.
+
+    The layers are alike, and from the second on each starts as the one before it did, at its
+    predecessor's attention and FFN: the schedule is periodic after the first layer. So three layers
+    are run and the rest added at the third's period (tests/test_dynakv.py checks it against the
+    whole pipeline)."""
+    if n_layer <= 3:
+        return layer_pipeline(dev, layer_compute, kv_io_s, rep_io_s, n_layer)
+    t2, t3 = (layer_pipeline(dev, layer_compute, kv_io_s, rep_io_s, n) for n in (2, 3))
+    return t3 + (n_layer - 3) * (t3 - t2)
+
+
+def layer_pipeline(dev, layer_compute, kv_io_s, rep_io_s, n_layer) -> float:
+    """step_seconds' pipeline, every layer built and run."""
     # here: the pipeline model is only needed when a step is timed, not to simulate heads
     from ..time.pipeline import Pipeline
     p = Pipeline(dev)
@@ -225,13 +240,19 @@ class Head:
         else:
             top = order[:self.p.k]
         self.chosen = top
-        return np.flatnonzero(np.isin(self.label[:t + 1], top))
+        return np.flatnonzero(self.of_clusters(top)[self.label[:t + 1]])
+
+    def of_clusters(self, clusters) -> np.ndarray:
+        """A mask over cluster ids: True for `clusters`."""
+        m = np.zeros(len(self.count), bool)
+        m[np.asarray(clusters, np.int64)] = True
+        return m
 
     def cached(self, entries) -> np.ndarray:
         """Which of the entries are in DRAM."""
         if not self.cache:
             return np.zeros(len(entries), bool)
-        return np.isin(self.label[entries], list(self.cache))
+        return self.of_clusters(list(self.cache))[self.label[entries]]
 
     def admit(self, t):
         """After step t's reads: its clusters enter the cache; the cache is cut back to its size,
@@ -242,17 +263,20 @@ class Head:
 
     def trim(self, t):
         size = {j: int(self.count[j]) for j in self.cache}
-        while self.cache and sum(size.values()) > self.p.cache_entries:
+        total = sum(size.values())
+        while self.cache and total > self.p.cache_entries:
             j = min(self.cache, key=lambda c: self.cache[c])
-            del self.cache[j], size[j]
+            total -= size.pop(j)
+            del self.cache[j]
 
     def step(self, t) -> Step:
         written = self.append(t)
         need = self.select(t)
-        miss = need[~self.cached(need)]
+        hit = self.cached(need)
+        miss = need[~hit]
         runs = runs_of(self.addr[miss])
         self.admit(t)
-        return Step(runs, len(need), written, np.setdiff1d(need, miss), self.joined, chosen=np.array(self.chosen),
+        return Step(runs, len(need), written, need[hit], self.joined, chosen=np.array(self.chosen),
                     clusters=len(self.count))
 
 
@@ -408,7 +432,9 @@ class DynaKV(Head):
         return self._place(j, w) if w else 0
 
     def cached(self, entries):
-        waiting = np.isin(entries, [e for v in self.wbuf.values() for e in v])   # in a write buffer
+        waiting = np.zeros(len(self.K), bool)     # in a write buffer
+        waiting[[e for v in self.wbuf.values() for e in v]] = True
+        waiting = waiting[entries]
         pending = self.addr[entries] < 0
         return super().cached(entries) | waiting | pending
 
@@ -416,15 +442,16 @@ class DynaKV(Head):
         self.forced = np.zeros(0, np.int64)
         written = self.append(t)
         need = self.select(t)
-        miss = need[~self.cached(need)]
+        hit = self.cached(need)
+        miss = need[~hit]
         runs = runs_of(np.r_[self.addr[miss], self.addr[self.forced]])
-        forced = runs_of(self.addr[np.setdiff1d(self.forced, need)])
+        forced = runs_of(self.addr[self.forced[~np.isin(self.forced, need, assume_unique=True)]])
         for j in self.chosen:                    # retrieved clusters split now if they were waiting
             if int(j) in self.buf:
                 written += self._flush(int(j)) + self._split_now(int(j))
                 self.buf.pop(int(j), None)
         self.admit(t)
-        return Step(runs, len(need), written, np.setdiff1d(need, miss), self.joined, forced=forced,
+        return Step(runs, len(need), written, need[hit], self.joined, forced=forced,
                     chosen=np.array(self.chosen), clusters=len(self.count))
 
     def trim(self, t):
@@ -432,10 +459,12 @@ class DynaKV(Head):
         largest clusters go first, small ones stay (Principle 1: large ones read sequentially)."""
         size = {j: int(self.count[j]) for j in self.cache}
         recent = {j for j in self.cache if t - self.updated.get(j, -10**9) <= 4}
-        while self.cache and sum(size.values()) > self.p.cache_entries:
+        total = sum(size.values())
+        while self.cache and total > self.p.cache_entries:
             cand = [j for j in self.cache if j not in recent] or list(self.cache)
             j = max(cand, key=lambda c: (size[c], -self.cache[c]))
-            del self.cache[j], size[j]
+            total -= size.pop(j)
+            del self.cache[j]
 
 
 class DynaKVIntra(DynaKV):
