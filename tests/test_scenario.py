@@ -14,7 +14,7 @@ from kmemsim.core.trace import CLASS_SHIFT, Op, PageClass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCEN = os.path.join(ROOT, "workloads", "scenarios")
-BUNDLED = ["small", "mzcache-ten-apps", "llms-sessions", "speculative", "kv-prealloc", "contention"]
+BUNDLED = ["small", "mzcache-ten-apps", "llms-sessions", "speculative", "kv-prealloc", "contention", "dynakv-decoding"]
 
 
 def write(tmp_path, text, name="s.toml"):

@@ -3,9 +3,10 @@ run(out_dir, quick=False, progress=None) -> pandas.DataFrame (the summary it wro
 from __future__ import annotations
 
 from ..core.errors import InputError
-from . import dynakv_latency, llms_capacity, llms_phone, llms_switch, mzcache_apps, mzcache_ttft
+from . import dynakv_latency, dynakv_phone, llms_capacity, llms_phone, llms_switch, mzcache_apps, mzcache_ttft
 
-EXPERIMENTS = {m.NAME: m for m in (mzcache_ttft, mzcache_apps, llms_switch, llms_capacity, llms_phone, dynakv_latency)}
+EXPERIMENTS = {m.NAME: m for m in (mzcache_ttft, mzcache_apps, llms_switch, llms_capacity, llms_phone, dynakv_latency,
+                                    dynakv_phone)}
 
 
 def names() -> list[str]:
