@@ -4,7 +4,7 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 PIP   := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup system demo test test-fast asan bench bench-record bench-record-pressure validate-grid clean
+.PHONY: setup system demo test test-fast asan bench flash-check bench-record bench-record-pressure validate-grid clean
 
 ## setup: system packages (apt), the venv, the package with its C core, llama-cpp-python, bcc
 setup: $(VENV)/.installed
@@ -18,8 +18,16 @@ $(VENV)/.installed: pyproject.toml setup.py c_ext/*.c c_ext/*.h c_ext/build.py |
 	touch $@
 
 ## system: apt packages and the kernel-header links bcc needs (root; idempotent)
+## (and fio: `kmemsim profile` measures the flash with it, `make flash-check` checks the model)
+SYSTEM_APT := fio
 system:
 	@bash .ci/setup-system.sh
+	@if [ "$$(id -u)" = 0 ]; then \
+	  need=""; for p in $(SYSTEM_APT); do dpkg -s "$$p" >/dev/null 2>&1 || need="$$need $$p"; done; \
+	  if [ -n "$$need" ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
+	  fi; \
+	fi
 
 demo: setup
 	$(VENV)/bin/kmemsim demo
@@ -37,6 +45,10 @@ asan: setup
 
 bench: setup
 	$(PY) -m kmemsim.bench.replay
+
+## flash-check: the flash model (a fio sweep's table) against a second fio sweep, point by point (root)
+flash-check: setup
+	$(PY) -m kmemsim.bench.flash
 
 ## bench-record: llama.cpp decode tokens/s bare vs under `kmemsim run` (recorder attached); target <= 3%
 bench-record: setup

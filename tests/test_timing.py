@@ -113,6 +113,87 @@ def test_io_size_interpolates_between_table_points():
     assert d.read_latency_s(4096) == pytest.approx(100e-6)
 
 
+
+def flash_table(**storage):
+    """hand() with a measured flash table: its qd 1 column is the QD1 table's rate (4 KiB: 100 us +
+    4096 B / 0.4096 GB/s = 110 us; 64 KiB: 116 us), as kmemsim profile writes them from one fio sweep."""
+    qd1 = [4096 / 110e-6 / 1e9, 65536 / 116e-6 / 1e9]
+    st = {**RAW["storage"], "throughput_io_kb": [4, 64], "qd": [1, 4, 16],
+          "throughput_gbps": [[qd1[0], 0.1, 0.12], [qd1[1], 1.6, 1.5]], **storage}
+    return device.parse({**RAW, "storage": st}, "table.toml"), qd1
+
+
+def test_a_measured_flash_table_interpolates_in_log_size_and_log_queue_depth():
+    d, qd1 = flash_table()
+    # a table point gives its value (a 64 KiB row that falls past queue depth 4, as this machine's
+    # 1 MiB reads do, which the QD1-rate-times-depth form cannot)
+    for kb, row in zip([4, 64], d.throughput_gbps):
+        for q, v in zip([1, 4, 16], row):
+            assert d.flash_throughput(kb << 10, q) == pytest.approx(v * 1e9, rel=1e-12)
+    # queue depth 1 is the QD1 table's synchronous read
+    assert 65536 / d.flash_throughput(65536, 1) == pytest.approx(116e-6)
+    # halfway in log size (16 KiB) and log queue depth (8): the mean of the four corners, between them
+    mid = d.flash_throughput(16 << 10, 8)
+    assert mid == pytest.approx((0.1 + 0.12 + 1.6 + 1.5) / 4 * 1e9)
+    assert 0.1e9 < mid < 1.6e9
+    # between two depths of one size: between the two, linear in log queue depth
+    assert d.flash_throughput(65536, 2) == pytest.approx((qd1[1] + 1.6) / 2 * 1e9)
+    assert d.flash_throughput(65536, 8) == pytest.approx((1.6 + 1.5) / 2 * 1e9)
+    for S in (4096, 9000, 16 << 10, 40000, 65536):
+        for q in (1, 2, 3, 5, 11, 16):
+            got = d.flash_throughput(S, q)
+            lo, hi = (min(d.flash_throughput(S2, q2) for S2 in (4096, 65536) for q2 in (1, 4, 16)),
+                      max(d.flash_throughput(S2, q2) for S2 in (4096, 65536) for q2 in (1, 4, 16)))
+            assert lo <= got <= hi
+    # arrays in, arrays out
+    got = d.flash_throughput(np.array([4096, 65536]), np.array([4, 16]))
+    assert got == pytest.approx([0.1e9, 1.5e9])
+    # deeper than the table: its deepest column; the host's queue depth still bounds q
+    assert d.flash_throughput(65536, 64) == pytest.approx(1.5e9)
+    assert flash_table(queue_depth=4)[0].flash_throughput(65536, 16) == pytest.approx(1.6e9)
+    # max_gbps defaults to the table's largest value and caps
+    assert d.as_dict()["storage"]["max_gbps"] == 1.6 and d.as_dict()["storage"]["qd"] == [1, 4, 16]
+    # past the table's sizes: the edge size's throughput, scaled as the QD1 rate goes on (256 KiB:
+    # 100 us + 64 us at 4.096 GB/s, against 116 us at 64 KiB; 1 KiB: 100 us + 2.5 us against 110 us)
+    big = flash_table(max_gbps=8.0)[0]
+    qd1_256k = (256 << 10) / (100e-6 + (256 << 10) / 4.096e9)
+    assert big.flash_throughput(256 << 10, 4) == pytest.approx(1.6e9 * qd1_256k / (qd1[1] * 1e9))
+    assert big.flash_throughput(1024, 4) == pytest.approx(0.1e9 * (1024 / 102.5e-6) / (qd1[0] * 1e9))
+    assert big.flash_throughput(256 << 10, 1) == pytest.approx(qd1_256k)
+    # a bad table is an input error naming the key
+    for bad, match in (({"qd": [2, 4, 16]}, "qd must be increasing integer queue depths from 1"),
+                       ({"throughput_gbps": [[1, 2, 3]]}, "a row of 3 positive GB/s"),
+                       ({"throughput_gbps": [[1, 2], [3, 4]]}, "a row of 3 positive GB/s")):
+        with pytest.raises(InputError, match=match):
+            flash_table(**bad)
+    with pytest.raises(InputError, match="qd without throughput_gbps"):
+        device.parse({**RAW, "storage": {**RAW["storage"], "qd": [1, 2]}}, "x.toml")
+
+
+def test_profile_writes_fios_table_which_loads_back_as_the_flash_curve(tmp_path):
+    # kmemsim profile's [storage]: the QD1 table from pread's median times per size, and a fio sweep's
+    # table (no fio here: a sweep's result by hand, as this machine measured it). The QD1 table
+    # reproduces the pread times; flash_throughput gives the sweep's medians at every point
+    qds = profile.FIO_QD
+    gbps = [[0.099, 0.19, 0.37, 0.46, 0.47, 0.48], [0.42, 0.69, 1.16, 1.78, 2.38, 2.13],
+            [1.42, 2.32, 3.66, 4.6, 5.62, 6.63], [3.63, 5.32, 7.13, 7.16, 8.24, 6.93],
+            [4.92, 7.96, 7.85, 5.99, 5.88, 5.85]]
+    sweep = {"io_kb": list(profile.FIO_KB), "qd": list(qds), "gbps": gbps, "samples": [[[x] for x in r] for r in gbps],
+             "engine": "io_uring", "version": "fio-3.33", "seconds": 0.25, "rounds": 1, "elapsed_s": 10.0}
+    times = [44.55e-6, 61.28e-6, 99.82e-6, 174.68e-6, 578.24e-6, 1716.25e-6]   # this machine's pread
+    st = profile.storage_table(times, sweep=sweep, queue_depth=128)
+    st |= {"method": "O_DIRECT pread, queue depth 1", "dir": str(tmp_path), "readahead": None, "fio_error": None}
+    m = {"storage": st, "zram": {"lz4": profile.zram_python("lz4", profile.sample_pages(64))}, "compute": None}
+    d = device.parse(tomllib.loads(profile.to_toml(m)), "this-machine.toml")
+    assert (d.max_gbps, d.queue_depth) == (8.24, 128)
+    for kb, t in zip(profile.IO_KB, times):
+        S = kb << 10
+        assert float(d.read_latency_s(S)) + S / float(d.read_bandwidth(S)) == pytest.approx(t, rel=1e-3)
+    for kb, row in zip(profile.FIO_KB, gbps):
+        for q, v in zip(qds, row):
+            assert d.flash_throughput(kb << 10, q) == pytest.approx(v * 1e9, rel=1e-3)
+
+
 def test_compute_streams_the_weights_then_does_the_matmuls():
     # kmemsim.workload.llama.TimeModel: W / weight_gbps + (tokens x MACs per token + outputs x MACs
     # per output) / matmul_gmac_s; a phase that is no llama_decode step (0 tokens) costs nothing

@@ -17,7 +17,9 @@ from ..core.errors import InputError
 @click.option("--dir", "storage_dir", default=None, type=click.Path(file_okay=False),
               help="where the storage test file goes (default $TMPDIR or /var/tmp)")
 @click.option("--quick", is_flag=True, help="smaller and shorter measurements (less accurate)")
-def profile(out, storage_dir, quick):
+@click.option("--fio/--no-fio", default=True, show_default=True,
+              help="also measure the flash with reads in flight (fio: I/O size x queue depth, ~80 s)")
+def profile(out, storage_dir, quick, fio):
     """Measure this machine into a device profile (kmemsim compare --device this-machine)."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device
@@ -27,7 +29,8 @@ def profile(out, storage_dir, quick):
         raise InputError(f"-o {out}: directory {p.parent} does not exist")
     if storage_dir is not None and not Path(storage_dir).is_dir():
         raise InputError(f"--dir {storage_dir}: not a directory")
-    m = prof.measure(progress=lambda s: click.echo(f"  {s}", err=True), storage_dir=storage_dir, quick=quick)
+    m = prof.measure(progress=lambda s: click.echo(f"  {s}", err=True), storage_dir=storage_dir, quick=quick,
+                     fio=fio)
     text = prof.to_toml(m)
     device.parse(tomllib.loads(text), str(p))        # what we write must load
     atomic_write(p, text)

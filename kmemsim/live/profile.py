@@ -1,9 +1,17 @@
 """`kmemsim profile`: measure this machine into a device profile (workloads/devices/this-machine.toml).
 
-- storage: O_DIRECT reads at several I/O sizes (queue depth 1, random aligned offsets, the sizes in
-  turns) on a temp file of random data; without O_DIRECT (e.g. tmpfs), posix_fadvise(DONTNEED)
-  then pread. Per-I/O latency = the 4 KiB time less its transfer at the best bandwidth seen; per
-  size, the table keeps the bandwidth that reproduces the measured median time:
+- storage: O_DIRECT preads at queue depth 1 of a temp file of random data (random_file(); random
+  aligned offsets, the sizes of IO_KB in turns; without O_DIRECT, e.g. tmpfs,
+  posix_fadvise(DONTNEED) then pread), the QD1 table; then, with fio, random O_DIRECT reads at I/O
+  sizes FIO_KB and queue depths FIO_QD (fio_sweep(): one short job per point, the points in a new
+  order each round, the median of the rounds per point): the throughput table by size and queue
+  depth ([storage] throughput_io_kb, qd, throughput_gbps: Device.flash_throughput, the rate of reads
+  kept in flight: engines' O_DIRECT reads), its largest value (max_gbps) and the block device's
+  queue depth (queue_depth). The validation's per-boot profile measures the QD1 table alone
+  (`kmemsim profile --no-fio`: the kernel's reads are timed by it). From the queue depth 1 times:
+  per-I/O latency = the 4 KiB time (the fastest size's, if a larger read was faster) less its
+  transfer at the best bandwidth seen; per size, the table keeps the bandwidth that reproduces the
+  measured median time:
   t(S) = latency + S / bandwidth(S). Then the size readahead reads in, max_sectors_kb, as readahead
   reads it: a cold file of random data mapped with MAP_POPULATE (readahead_bandwidth()); the
   emulator's reads run at that size's bandwidth (device.task_costs).
@@ -25,10 +33,13 @@ import json
 import mmap
 import os
 import platform
+import shutil
+import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import lz4.block
@@ -44,7 +55,9 @@ from ..workload import llama as lw, synth
 from ..workload.llama.cb_eval import quiet as quiet_llama
 from .recorder import run_command
 
-IO_KB = [4, 16, 64, 128, 512, 2048]
+IO_KB = [4, 16, 64, 128, 512, 2048]   # the queue depth 1 table's I/O sizes (KiB): pread's
+FIO_KB = [4, 16, 64, 256, 1024]        # the flash table's I/O sizes (KiB): fio's
+FIO_QD = [1, 2, 4, 8, 16, 32]          # the queue depths fio keeps in flight (UFS 4.0's command queue: 32)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -54,9 +67,12 @@ def _aligned(n):
     return mmap.mmap(-1, n)
 
 
-def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None, rounds=4) -> dict:
-    d = dir or os.environ.get("TMPDIR") or "/var/tmp"
-    fd, path = tempfile.mkstemp(dir=d, prefix=".kmemsim-profile-")
+@contextmanager
+def random_file(dir, file_mb):
+    """A temp file of file_mb MiB of random data in dir (written and fsynced; removed afterwards): the
+    storage measurements' file, and tests/test_flash_live.py's. Random data, so no layer on the way
+    can compress it or skip it as zeros."""
+    fd, path = tempfile.mkstemp(dir=dir, prefix=".kmemsim-profile-")
     try:
         chunk = np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
         with os.fdopen(fd, "wb") as f:
@@ -64,66 +80,233 @@ def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None, rounds=4
                 f.write(chunk[i % 4096:] + chunk[:i % 4096])
             f.flush()
             os.fsync(f.fileno())
-        size = file_mb << 20
-        method = "O_DIRECT pread, queue depth 1"
-        try:
-            rfd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-            direct = True
-        except OSError:
-            rfd = os.open(path, os.O_RDONLY)
-            direct = False
-            method = "posix_fadvise(DONTNEED) + pread, queue depth 1 (no O_DIRECT here)"
-        rng = np.random.default_rng(1)
-        # the sizes take turns, `rounds` times over, so a slow spell of a shared disk (a VM's) lands
-        # on every size and not on the one measured then
-        samples = {kb: [] for kb in IO_KB}
-        try:
-            for _ in range(rounds):
-                for kb in IO_KB:
-                    n = kb << 10
-                    buf = _aligned(n)
-                    ts = samples[kb]
-                    t_end, first = time.perf_counter() + seconds_per_size / rounds, len(ts)
-                    while time.perf_counter() < t_end or len(ts) - first < 8:
-                        off = int(rng.integers(0, size // n)) * n
-                        if not direct:
-                            os.posix_fadvise(rfd, off, n, os.POSIX_FADV_DONTNEED)
-                        t0 = time.perf_counter()
-                        try:
-                            got = os.preadv(rfd, [buf], off)
-                        except OSError:
-                            if not direct:
-                                raise
-                            os.close(rfd)
-                            rfd = os.open(path, os.O_RDONLY)
-                            direct = False
-                            method = "posix_fadvise(DONTNEED) + pread, queue depth 1 (O_DIRECT refused)"
-                            continue
-                        ts.append(time.perf_counter() - t0)
-                        if got != n:
-                            raise InputError(f"profile: short read on {path}")
-                        if len(ts) - first > 20000:
-                            break
-            times = [float(np.median(samples[kb])) for kb in IO_KB]
-            if progress:
-                progress("storage: " + ", ".join(f"{kb} KiB {t * 1e6:.0f} us" for kb, t in zip(IO_KB, times)))
-        finally:
-            os.close(rfd)
-        ra = readahead_bandwidth(path, file_mb, rounds)      # the same file, dropped again
+        yield path
     finally:
         if os.path.exists(path):
             os.unlink(path)
-    S = np.array(IO_KB, float) * 1024
-    t = np.array(times)
-    # per-I/O latency: the 4 KiB time less its transfer at the best bandwidth seen at any size
-    a = float(max(0.0, t[0] - S[0] / float((S / t).max())))
+
+
+class FioError(RuntimeError):
+    """fio is missing or could not measure (why, in one line)."""
+
+
+def fio_engine() -> str:
+    """fio's asynchronous engine on this machine: io_uring where fio has it and the kernel allows it,
+    else libaio. FioError without fio."""
+    exe = shutil.which("fio")
+    if not exe:
+        raise FioError("fio is not installed (`make setup` installs it: apt-get install fio)")
+    try:
+        out = subprocess.run([exe, "--enghelp"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise FioError(f"fio --enghelp: {e}")
+    engines = set(out.split())
+    try:
+        uring_off = int(Path("/proc/sys/kernel/io_uring_disabled").read_text()) != 0
+    except (OSError, ValueError):
+        uring_off = False
+    for e in (["io_uring"] if not uring_off else []) + ["libaio"]:
+        if e in engines:
+            return e
+    raise FioError("fio has neither io_uring nor libaio")
+
+
+def fio_version() -> str:
+    try:
+        return subprocess.run(["fio", "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "fio"
+
+
+def fio_run(path, jobs, seconds, engine, extra=()) -> dict:
+    """One fio process: the jobs (name, io_kb, queue_depth) one after another (stonewall), each
+    `seconds` of random O_DIRECT reads of path at aligned offsets (fio's default: the I/O size),
+    JSON output. {name: bytes per second} (the job's bytes read over its run time)."""
+    cmd = ["fio", "--output-format=json", f"--filename={path}", "--direct=1", "--rw=randread",
+           f"--ioengine={engine}", "--time_based", f"--runtime={max(1, round(seconds * 1000))}ms",
+           "--norandommap", "--randrepeat=0", "--invalidate=0", *extra]
+    for name, kb, q in jobs:
+        cmd += [f"--name={name}", f"--bs={kb}k", f"--iodepth={q}", "--stonewall"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60 + len(jobs) * (seconds + 5))
+    except (OSError, subprocess.SubprocessError) as e:
+        raise FioError(f"fio: {e}")
+    if r.returncode != 0 or "{" not in r.stdout:
+        msg = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}").splitlines()[-1]
+        raise FioError(f"fio on {path} ({engine}): {msg}")
+    try:
+        out = json.loads(r.stdout[r.stdout.index("{"):])
+        got = {}
+        for j in out["jobs"]:
+            rd = j["read"]
+            if j.get("error") or rd["runtime"] <= 0 or rd["io_bytes"] <= 0:
+                raise FioError(f"fio job {j['jobname']} on {path}: error {j.get('error')}, "
+                               f"{rd['io_bytes']} bytes in {rd['runtime']} ms")
+            got[j["jobname"]] = rd["io_bytes"] / (rd["runtime"] / 1e3)
+    except (ValueError, KeyError, TypeError) as e:
+        raise FioError(f"fio's JSON output: {e}")
+    if set(got) != {n for n, _, _ in jobs}:
+        raise FioError(f"fio reported jobs {sorted(got)}, not the {len(jobs)} run")
+    return got
+
+
+def fio_sweep(path, io_kb=FIO_KB, qds=FIO_QD, seconds=0.25, rounds=5, progress=None, seed=0) -> dict:
+    """fio's random O_DIRECT reads of path at every I/O size (KiB) and queue depth: `rounds` fio
+    processes, each with one `seconds` job per point, the points in a new (seeded) order each round,
+    so a slow spell of a shared disk lands on other points each round; the median of the rounds per
+    point. (On this project's shared 2-CPU VM the large reads ran from 2.8 to 10.5 GB/s in spells of
+    seconds to minutes, and small reads at deep queues by 2x as the scheduler placed fio beside the
+    disk's interrupts or not: tests/test_flash_live.py. Rounds spread each point over the whole run.
+    fio spends ~0.25 s between jobs, whatever their length.) First a discarded warm-up (the
+    file read once, then a short random pass): a freshly written file's first reads paid for the
+    write still settling below (1.5 ms per 4 KiB read for 0.3 s after writing 2 GiB here). FioError
+    if fio is missing or fails.
+
+    {"gbps": rows per size of GB/s per queue depth, "samples": the same with each round's, "engine",
+    "version", "seconds", "rounds", "elapsed_s"}."""
+    t0 = time.perf_counter()
+    engine = fio_engine()
+    try:
+        fio_run(path, [("warm", 1024, 8)], 0.2, engine, extra=["--rw=read", "--time_based=0"])
+    except FioError:
+        if engine != "io_uring":
+            raise
+        engine = "libaio"                  # io_uring listed but refused (seccomp, a container's policy)
+        fio_run(path, [("warm", 1024, 8)], 0.2, engine, extra=["--rw=read", "--time_based=0"])
+    fio_run(path, [("warm-4k", 4, 1), ("warm-1m", 1024, 32)], 0.1, engine)
+    points = [(kb, q) for kb in io_kb for q in qds]
+    samples = {p: [] for p in points}
+    rng = np.random.default_rng(seed)
+    for r in range(rounds):
+        order = [points[i] for i in rng.permutation(len(points))]
+        got = fio_run(path, [(f"r{r}-{kb}k-qd{q}", kb, q) for kb, q in order], seconds, engine)
+        for kb, q in order:
+            samples[(kb, q)].append(got[f"r{r}-{kb}k-qd{q}"] / 1e9)
+        if progress:
+            progress(f"flash: fio round {r + 1}/{rounds} ({len(points)} jobs of {seconds:g} s)")
+    gbps = [[float(np.median(samples[(kb, q)])) for q in qds] for kb in io_kb]
+    return {"engine": engine, "version": fio_version(), "io_kb": list(io_kb), "qd": list(qds), "gbps": gbps,
+            "samples": [[samples[(kb, q)] for q in qds] for kb in io_kb], "seconds": seconds,
+            "rounds": rounds, "elapsed_s": time.perf_counter() - t0}
+
+
+def _block_queue_depth(d) -> int | None:
+    """The queue depth of the block device under directory d: its hardware queues' tag count
+    (/sys/block/DEV/mq/*/nr_tags: how many requests the host keeps at the device; UFS: 32); None
+    where there is none (tmpfs, device-mapper)."""
+    try:
+        dev = os.stat(d).st_dev
+        p = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+        for b in (p, p.resolve().parent):
+            tags = [int(t.read_text()) for t in (b / "mq").glob("*/nr_tags")]
+            if tags:
+                return min(tags)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _pread_times(path, size, seconds_per_size, rounds):
+    """O_DIRECT pread at queue depth 1 (posix_fadvise(DONTNEED) + pread where O_DIRECT is refused):
+    the median seconds per read of each size of IO_KB, and how it was measured."""
+    method = "O_DIRECT pread, queue depth 1"
+    try:
+        rfd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        direct = True
+    except OSError:
+        rfd = os.open(path, os.O_RDONLY)
+        direct = False
+        method = "posix_fadvise(DONTNEED) + pread, queue depth 1 (no O_DIRECT here)"
+    rng = np.random.default_rng(1)
+    # the sizes take turns, `rounds` times over, so a slow spell of a shared disk (a VM's) lands
+    # on every size and not on the one measured then
+    samples = {kb: [] for kb in IO_KB}
+    try:
+        for _ in range(rounds):
+            for kb in IO_KB:
+                n = kb << 10
+                buf = _aligned(n)
+                ts = samples[kb]
+                t_end, first = time.perf_counter() + seconds_per_size / rounds, len(ts)
+                while time.perf_counter() < t_end or len(ts) - first < 8:
+                    off = int(rng.integers(0, size // n)) * n
+                    if not direct:
+                        os.posix_fadvise(rfd, off, n, os.POSIX_FADV_DONTNEED)
+                    t0 = time.perf_counter()
+                    try:
+                        got = os.preadv(rfd, [buf], off)
+                    except OSError:
+                        if not direct:
+                            raise
+                        os.close(rfd)
+                        rfd = os.open(path, os.O_RDONLY)
+                        direct = False
+                        method = "posix_fadvise(DONTNEED) + pread, queue depth 1 (O_DIRECT refused)"
+                        continue
+                    ts.append(time.perf_counter() - t0)
+                    if got != n:
+                        raise InputError(f"profile: short read on {path}")
+                    if len(ts) - first > 20000:
+                        break
+    finally:
+        os.close(rfd)
+    return [float(np.median(samples[kb])) for kb in IO_KB], method
+
+
+def storage_table(times, sweep=None, queue_depth=None) -> dict:
+    """The [storage] tables: from the median seconds per queue depth 1 read of each size of IO_KB
+    (times), the QD1 table; from a fio_sweep(), the table by size and queue depth, its largest value
+    as max_gbps, and queue_depth: the block device's, default the deepest measured."""
+    kb = list(IO_KB)
+    S = np.array(kb, float) * 1024
+    t = np.array(times, float)
+    # per-I/O latency: the 4 KiB time less its transfer at the best bandwidth seen at any size; the
+    # fastest size's where a larger read was faster (a fixed cost no read beats: every size keeps a
+    # positive transfer time, so a bandwidth)
+    f = int(np.argmin(t))
+    a = float(max(0.0, t[f] - S[f] / float((S / t).max())))
     bw = S / np.maximum(t - a, 1e-9)
-    out = {"method": method, "dir": d, "io_kb": list(IO_KB), "measured_us": [round(x * 1e6, 2) for x in t],
-           "latency_us": [round(a * 1e6, 2)] * len(IO_KB), "bandwidth_gbps": [round(x / 1e9, 4) for x in bw]}
+    out = {"io_kb": kb, "measured_us": [round(x * 1e6, 2) for x in t],
+           "latency_us": [round(a * 1e6, 2)] * len(kb), "bandwidth_gbps": [round(x / 1e9, 4) for x in bw],
+           "fio": sweep}
+    if sweep is not None:
+        out["throughput_io_kb"] = list(sweep["io_kb"])
+        out["qd"] = list(sweep["qd"])
+        out["throughput_gbps"] = [[round(x, 4) for x in row] for row in sweep["gbps"]]
+        out["max_gbps"] = max(max(row) for row in out["throughput_gbps"])
+        out["queue_depth"] = int(queue_depth or max(sweep["qd"]))
+        out["queue_depth_nr_tags"] = bool(queue_depth)
+    return out
+
+
+def storage(dir=None, file_mb=256, seconds_per_size=0.4, progress=None, rounds=4, fio=False,
+            fio_seconds=0.25, fio_rounds=5) -> dict:
+    """The [storage] table (the module's doc): pread at queue depth 1 (the QD1 table), and with fio
+    the flash with reads in flight (fio_sweep(): the table by size and queue depth); where fio is
+    missing or fails, the QD1 table alone (the reason in "fio_error")."""
+    d = dir or os.environ.get("TMPDIR") or "/var/tmp"
+    sweep, fio_error = None, None
+    with random_file(d, file_mb) as path:
+        times, method = _pread_times(path, file_mb << 20, seconds_per_size, rounds)
+        if progress:
+            progress("storage: " + ", ".join(f"{kb} KiB {t * 1e6:.0f} us" for kb, t in zip(IO_KB, times)))
+        if fio:
+            try:
+                sweep = fio_sweep(path, seconds=fio_seconds, rounds=fio_rounds, progress=progress)
+            except FioError as e:
+                fio_error = str(e)
+                if progress:
+                    progress(f"flash: {e}; the queue depth 1 table alone")
+        out = storage_table(times, sweep, _block_queue_depth(d) if sweep else None) | {"method": method}
+        if sweep:
+            out["fio_method"] = (f"{sweep['version']} ({sweep['engine']}) random O_DIRECT reads, "
+                                 f"queue depth 1-{max(sweep['qd'])}")
+        ra = readahead_bandwidth(path, file_mb, rounds)      # the same file, dropped again
+    out |= {"dir": d, "fio_error": fio_error}
     max_kb = _read_ahead_kb(d)[1]
     # the requests only readahead issues, max_sectors_kb: "readahead" is the point in the table
     # (None where there is none, e.g. no block queue)
-    out["readahead"] = ra if ra and max_kb > IO_KB[-1] else None
+    out["readahead"] = ra if ra and max_kb > out["io_kb"][-1] else None
     if out["readahead"]:
         out["io_kb"].append(max_kb)
         out["latency_us"].append(out["latency_us"][0])
@@ -376,7 +559,8 @@ def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, pa
 # since the recorder drains ring buffers in bulk (session 16), which changed the recorded costs; 5
 # since the reclaim costs are the median of three benchmark runs and the storage sizes take turns
 # (session 20; 4 was branch reclaim-call-cost's); 6 since the storage table ends with readahead's
-# max_sectors_kb requests, a cold file's MAP_POPULATE (session 23).
+# max_sectors_kb requests, a cold file's MAP_POPULATE (session 23); 7 since fio measures the flash by
+# I/O size and queue depth (the QD1 table from its queue depth 1, sizes 4 KiB-1 MiB).
 METHOD = 6
 
 RECLAIM_FILE = textwrap.dedent("""
@@ -506,9 +690,9 @@ def _reclaim_costs(file_run, anon_run, limit) -> dict:
 
 # ------------------------------------------------------------------------------------------------
 
-def measure(progress=None, storage_dir=None, quick=False) -> dict:
+def measure(progress=None, storage_dir=None, quick=False, fio=True) -> dict:
     st = storage(storage_dir, file_mb=64 if quick else 256, seconds_per_size=0.15 if quick else 0.4,
-                 progress=progress)
+                 progress=progress, fio=fio, fio_seconds=0.1 if quick else 0.25, fio_rounds=1 if quick else 5)
     zr = zram(progress)
     cp = compute(prompts=(16, 64) if quick else (32, 128), decode=8 if quick else 32, rounds=2 if quick else 5,
                  progress=progress)
@@ -572,6 +756,28 @@ def to_toml(m: dict) -> str:
     ra_note = (f"\n# The last size, {st['io_kb'][-1]} KiB (max_sectors_kb), is readahead's: a cold "
                f"{r['file_mb']} MiB file mapped with\n# MAP_POPULATE, median of "
                f"{', '.join(f'{x:g}' for x in r['seconds'])} s" if r else "")
+    sw = st.get("fio")
+    f = int(np.argmin(st["measured_us"]))
+    fastest = "4 KiB" if f == 0 else f"{st['io_kb'][f]} KiB (the fastest size's)"
+    how_st = "median per size (the sizes in turns)"
+    if st.get("fio_error"):
+        how_st += f"\n# (no fio: {st['fio_error']})"
+    table_txt = ""
+    if sw:
+        rows = "\n".join(f"  {q(r)},{' ' * max(1, 50 - len(q(r)))}# {kb} KiB" for kb, r in
+                         zip(st["throughput_io_kb"], st["throughput_gbps"]))
+        qd_src = ("the block device's queue depth (its hardware queues' nr_tags)" if st.get("queue_depth_nr_tags")
+                  else "the deepest queue measured (no block queue's nr_tags)")
+        table_txt = (f"\n# The flash with reads in flight: {sw['version']} ({sw['engine']}), random O_DIRECT reads of the same file,"
+                     f"\n# one {sw['seconds']:g} s job per I/O size and queue depth, the points in a new order each of "
+                     f"{sw['rounds']} rounds ({sw['elapsed_s']:.0f} s),"
+                     "\n# the median per point: GB/s, a row per throughput_io_kb size, a column per qd (flash_throughput"
+                     "\n# interpolates it in log size and log queue depth: engines' O_DIRECT reads; the kernel's reads"
+                     "\n# are timed by the QD1 table above)"
+                     f"\nthroughput_io_kb = {q(st['throughput_io_kb'])}\nqd = {q(st['qd'])}"
+                     f"\nthroughput_gbps = [\n{rows}\n]"
+                     f"\nmax_gbps = {st['max_gbps']:g}                   # the highest throughput seen"
+                     f"\nqueue_depth = {st['queue_depth']}                 # {qd_src}")
     rc = m.get("reclaim")
     if rc:
         how = ("the memory stall (PSI) of the benchmark run again unrecorded; recorded, "
@@ -615,13 +821,14 @@ lmk = false
 exec_folio_order = {exec_order}    # 6.17+: exec faults read forward within the vma (x86 order 0, arm64 4); -1 before
 
 [storage]
-# {st['method']} on a temp file of random data in {st['dir']}; median per size (the sizes in turns):
+# {st['method']} on a temp file of random data
+# in {st['dir']}; {how_st}:
 # measured_us = {q(st['measured_us'])}
-# t(S) = latency + S / bandwidth(S): latency = the 4 KiB time less its transfer at the best bandwidth
-# seen; bandwidth(S) reproduces the measured median time at each size.{ra_note}
+# t(S) = latency + S / bandwidth(S): latency = the {fastest} time less its transfer
+# at the best bandwidth seen; bandwidth(S) reproduces the measured median time at each size.{ra_note}
 io_kb = {q(st['io_kb'])}
 latency_us = {q(st['latency_us'])}
-bandwidth_gbps = {q(st['bandwidth_gbps'])}
+bandwidth_gbps = {q(st['bandwidth_gbps'])}{table_txt}
 
 [zram]
 # per algorithm (one core):

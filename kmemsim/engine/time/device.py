@@ -1,7 +1,8 @@
 """Device profiles: what a count costs in seconds on a device (workloads/devices/*.toml).
 
 A profile holds flash read latency and bandwidth by I/O size (and the flash's throughput ceiling and
-usable queue depth for reads kept in flight: Device.flash_throughput), zram compress/decompress speed per
+usable queue depth for reads kept in flight, or a measured table of throughput by I/O size and
+queue depth: Device.flash_throughput), zram compress/decompress speed per
 algorithm, what reclaim costs (per page scanned, per file folio dropped, per page swapped out),
 llama.cpp's compute speed (weight bytes streamed and matmul multiply-accumulates per second:
 kmemsim.engine.time.compute.TimeModel), and the kernel settings the device implies (mapped onto
@@ -60,6 +61,12 @@ class Device:
     # depth (UFS 4.0's command queue is 32 deep)
     max_gbps: float | None = None
     queue_depth: int = 32
+    # the flash measured with reads kept in flight ([storage] throughput_io_kb, qd, throughput_gbps;
+    # kmemsim profile's fio runs): GB/s by I/O size (rows, KiB) and queue depth (columns, from 1).
+    # None: flash_throughput() scales the QD1 rate by the queue depth (the profiles from published figures)
+    throughput_io_kb: np.ndarray | None = None
+    qd: np.ndarray | None = None
+    throughput_gbps: np.ndarray | None = None
     # what GPU inference engines and their KV codecs cost ([gpu], [codecs]; engine_costs())
     engine: dict = field(default_factory=dict)
 
@@ -79,22 +86,57 @@ class Device:
     def flash_throughput(self, io_bytes, queue_depth):
         """Bytes per second of reads of io_bytes each, queue_depth of them kept in flight.
 
-        The model: q = min(queue_depth, the profile's queue_depth) reads of S bytes in flight, each
-        taking its QD1 time latency(S) + S / bandwidth(S) (the profile's own definition of a
-        synchronous read: read_latency_s, read_bandwidth), so q x S bytes per QD1 time, capped by the
-        link at max_gbps: min(max_gbps, q x S / (latency(S) + S / bandwidth(S))). Its terms: the QD1
-        table ([storage] io_kb, latency_us, bandwidth_gbps), the host's usable queue depth
-        ([storage] queue_depth, default 32: JEDEC UFS 4.0's command queue depth) and the device's
-        ceiling at high queue depth ([storage] max_gbps, default the table's largest bandwidth).
-        At queue depth 1 it is the QD1 rate S / (latency(S) + S / bandwidth(S))."""
+        q = min(queue_depth, the profile's queue_depth) reads of S bytes in flight (the host's usable
+        queue depth, [storage] queue_depth, default 32: JEDEC UFS 4.0's command queue depth; deeper
+        queues wait in the host), capped by the link at max_gbps ([storage] max_gbps, default the
+        largest value of the tables). The QD1 rate S / (latency(S) + S / bandwidth(S)) is the
+        profile's definition of one synchronous read (read_latency_s, read_bandwidth). Two forms:
+
+        - a measured table ([storage] throughput_io_kb, qd, throughput_gbps; kmemsim profile writes it
+          from fio's random O_DIRECT reads): throughput_gbps[i][j] GB/s at throughput_io_kb[i] KiB and
+          qd[j] in flight, interpolated linearly in log(size) and log(queue depth) (bilinear between
+          the four surrounding points: the QD1 table's log-linear rule in both axes), so a table point
+          gives its value and a point between lies between. More in flight than the table's deepest
+          column gets that column (no gain assumed past what was measured); a size outside the
+          table's gets the edge size's throughput scaled as the QD1 rate changes from that edge to S
+          (the QD1 table's sizes go on to readahead's max_sectors_kb requests). kmemsim profile
+          measures the QD1 table with preads (the kernel's reads are timed by it) and this one with
+          fio (engines' O_DIRECT reads), so their queue depth 1 rates can differ.
+        - without it (the profiles from published figures): q reads of S bytes in flight, each taking
+          its QD1 time: min(max_gbps, q x S / (latency(S) + S / bandwidth(S))), the QD1 rate at queue
+          depth 1. It cannot bend: an IOPS ceiling at small sizes (a 2-CPU VM's CPUs, UFS 4.0 below
+          24 KB), a soft knee, or a device slower at depth than at 2-4 need the table.
+        """
         q = np.asarray(queue_depth, float)
         if (q < 1).any() or not np.isfinite(q).all():
             raise InputError(f"flash_throughput: queue_depth must be >= 1, got {queue_depth!r}")
         s = np.maximum(np.asarray(io_bytes, float), 1.0)
         qd1 = s / (self.read_latency_s(s) + s / self.read_bandwidth(s))
-        cap = (self.max_gbps if self.max_gbps is not None else float(self.bandwidth_gbps.max())) * 1e9
-        out = np.minimum(cap, np.minimum(q, self.queue_depth) * qd1)
+        q = np.minimum(q, self.queue_depth)
+        if self.throughput_gbps is None:
+            cap = (self.max_gbps if self.max_gbps is not None else float(self.bandwidth_gbps.max())) * 1e9
+            out = np.minimum(cap, q * qd1)
+        else:
+            cap = (self.max_gbps if self.max_gbps is not None else float(self.throughput_gbps.max())) * 1e9
+            kb = self.throughput_io_kb
+            edge = np.clip(s, kb[0] * 1024, kb[-1] * 1024)
+            edge_qd1 = edge / (self.read_latency_s(edge) + edge / self.read_bandwidth(edge))
+            out = np.minimum(cap, self._table(edge, q) * 1e9 * (qd1 / edge_qd1))
         return float(out) if out.ndim == 0 else out
+
+    def _table(self, io_bytes, q):
+        """throughput_gbps bilinear in (log size, log queue depth), sizes and depths clipped to the table."""
+        def bracket(x, grid):
+            x = np.clip(x, grid[0], grid[-1])
+            i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, max(len(grid) - 2, 0))
+            i1 = np.minimum(i + 1, len(grid) - 1)
+            span = grid[i1] - grid[i]
+            return i, i1, np.where(span > 0, (x - grid[i]) / np.where(span > 0, span, 1.0), 0.0)
+        x, y = np.broadcast_arrays(np.log(np.asarray(io_bytes, float) / 1024.0), np.log(np.asarray(q, float)))
+        i, i1, u = bracket(x, np.log(self.throughput_io_kb))
+        j, j1, v = bracket(y, np.log(self.qd))
+        t = self.throughput_gbps
+        return (1 - u) * ((1 - v) * t[i, j] + v * t[i, j1]) + u * ((1 - v) * t[i1, j] + v * t[i1, j1])
 
     # --- inference engines beside llama.cpp's CPU path ------------------------------------------
     ENGINE_KEYS = ("gpu_weight_gbps", "gpu_gmac_s", "svm_alloc_gbps", "flexgen8_decomp_gbps", "flexgen4_decomp_gbps")
@@ -154,8 +196,12 @@ class Device:
             "storage": {"io_kb": self.io_kb.tolist(), "latency_us": self.latency_us.tolist(),
                         "bandwidth_gbps": self.bandwidth_gbps.tolist(),
                         "max_gbps": (self.max_gbps if self.max_gbps is not None
-                                     else float(self.bandwidth_gbps.max())),
-                        "queue_depth": self.queue_depth},
+                                     else float((self.bandwidth_gbps if self.throughput_gbps is None
+                                                 else self.throughput_gbps).max())),
+                        "queue_depth": self.queue_depth}
+                       | ({} if self.throughput_gbps is None else
+                          {"throughput_io_kb": self.throughput_io_kb.tolist(), "qd": self.qd.tolist(),
+                           "throughput_gbps": self.throughput_gbps.tolist()}),
             "zram": {"compress_gbps": self.compress_gbps, "decompress_gbps": self.decompress_gbps,
                      "zero_page_us": self.zero_page_us},
             "reclaim": {"scan_us_per_page": self.scan_us_per_page, "file_folio_us": self.file_folio_us,
@@ -177,6 +223,33 @@ def _num(d, key, where, lo=0.0, strict=True):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (v <= lo if strict else v < lo):
         raise InputError(f"{where}: {key} must be a number {'>' if strict else '>='} {lo:g}, got {v!r}")
     return float(v)
+
+
+def _throughput_table(st: dict, io_kb, path) -> dict:
+    """[storage] throughput_gbps (GB/s, a row per throughput_io_kb size, default io_kb; a column per
+    qd, which starts at 1 and increases) as Device fields; none without it."""
+    if "throughput_gbps" not in st:
+        for k in ("qd", "throughput_io_kb"):
+            if k in st:
+                raise InputError(f"{path}: storage: {k} without throughput_gbps (the table it labels)")
+        return {}
+    where = f"{path}: storage"
+    try:
+        kb = np.asarray(st.get("throughput_io_kb", io_kb), float)
+        qd = np.asarray(st["qd"], float)
+        t = np.asarray(st["throughput_gbps"], float)
+    except KeyError:
+        raise InputError(f"{where}: throughput_gbps needs qd, the queue depth of each column")
+    except (ValueError, TypeError) as e:
+        raise InputError(f"{where}: throughput_gbps must be a list of rows of numbers ({e})")
+    if kb.ndim != 1 or qd.ndim != 1 or len(kb) < 1 or len(qd) < 1 or (np.diff(kb) <= 0).any() or (kb <= 0).any():
+        raise InputError(f"{where}: throughput_io_kb must be positive I/O sizes (KiB) that increase")
+    if qd[0] != 1 or (np.diff(qd) <= 0).any() or (qd != np.round(qd)).any():
+        raise InputError(f"{where}: qd must be increasing integer queue depths from 1, got {st['qd']!r}")
+    if t.shape != (len(kb), len(qd)) or not np.isfinite(t).all() or (t <= 0).any():
+        raise InputError(f"{where}: throughput_gbps must have a row of {len(qd)} positive GB/s (one per qd) "
+                         f"for each of the {len(kb)} sizes of throughput_io_kb, got shape {t.shape}")
+    return {"throughput_io_kb": kb, "qd": qd, "throughput_gbps": t}
 
 
 def parse(raw: dict, path: str = "<device>") -> Device:
@@ -210,6 +283,7 @@ def parse(raw: dict, path: str = "<device>") -> Device:
     qd = st.get("queue_depth", 32)
     if isinstance(qd, bool) or not isinstance(qd, int) or qd < 1:
         raise InputError(f"{path}: storage: queue_depth must be an integer >= 1, got {qd!r}")
+    table = _throughput_table(st, io_kb, path)
     z = raw.get("zram", {})
     comp, decomp = dict(z.get("compress_gbps", {})), dict(z.get("decompress_gbps", {}))
     for k, v in list(comp.items()) + list(decomp.items()):
@@ -233,7 +307,7 @@ def parse(raw: dict, path: str = "<device>") -> Device:
         weight_gbps=_num(c, "weight_gbps", f"{path}: compute"),
         matmul_gmac_s=_num(c, "matmul_gmac_s", f"{path}: compute"),
         path=str(path), extra={k: raw[k] for k in ("reference", "measured") if k in raw},
-        max_gbps=max_gbps, queue_depth=qd,
+        max_gbps=max_gbps, queue_depth=qd, **table,
         engine={f"gpu_{k}" if k != "svm_alloc_gbps" else k: _num(raw["gpu"], k, f"{path}: gpu")
                 for k in raw.get("gpu", {})} | {k: _num(raw["codecs"], k, f"{path}: codecs")
                                                for k in raw.get("codecs", {})},
