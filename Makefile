@@ -18,16 +18,8 @@ $(VENV)/.installed: pyproject.toml setup.py c_ext/*.c c_ext/*.h c_ext/build.py |
 	touch $@
 
 ## system: apt packages and the kernel-header links bcc needs (root; idempotent)
-## (and fio: `kmemsim profile` measures the flash with it, `make flash-check` checks the model)
-SYSTEM_APT := fio
 system:
 	@bash .ci/setup-system.sh
-	@if [ "$$(id -u)" = 0 ]; then \
-	  need=""; for p in $(SYSTEM_APT); do dpkg -s "$$p" >/dev/null 2>&1 || need="$$need $$p"; done; \
-	  if [ -n "$$need" ]; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
-	  fi; \
-	fi
 
 demo: setup
 	$(VENV)/bin/kmemsim demo

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# System set-up kmemsim needs: Debian's bcc (python3-bpfcc), bpftrace, kernel headers linked where
+# System set-up kmemsim needs: Debian's bcc (python3-bpfcc), bpftrace, fio (`kmemsim profile`'s flash
+# table), kernel headers linked where
 # bcc looks for them, and tracefs. Idempotent; run by `make setup` (root). Not root: says so and
 # carries on (the emulator needs none of this; the recorder will refuse to start).
 set -u
@@ -8,7 +9,7 @@ if [ "$(id -u)" != 0 ]; then
   exit 0
 fi
 need=()
-for p in python3-bpfcc bpfcc-tools bpftrace linux-headers-amd64 chromium; do
+for p in python3-bpfcc bpfcc-tools bpftrace fio linux-headers-amd64 chromium; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
