@@ -9,9 +9,9 @@ Not a test in the suite: on this project's shared 2-CPU VM the check cannot hold
 reads up to 64 KiB are bound by the guest's CPUs and by where the scheduler puts fio beside the
 disk's interrupts (4 KiB at depth 32: 0.45 GB/s on the interrupts' CPU, 0.99 on the other), the large
 ones by the host (1 MiB at depth 8 from 2.8 to 10.5 GB/s in spells of seconds to minutes). Two sweeps
-80 s apart (2026-12-07, three rounds of 0.1 s jobs each, with other work on the machine) met within
-10% at 7 of the 30 points, median |error| 21.6%, while one sweep's own rounds of a point spread by up
-to 2x. On a device whose reads repeat (a phone's UFS, a bare-metal NVMe), run it to check the table."""
+(2026-12-07, three rounds of 0.1 s jobs each): with the machine otherwise idle, within 10% at 15 of
+the 30 points, median |error| 11.0%, while the second sweep's rounds of one point spread by 31% (the
+median point; up to 65%); with other work running, within 10% at 7, median 21.6%. On a device whose reads repeat (a phone's UFS, a bare-metal NVMe), run it to check the table."""
 from __future__ import annotations
 
 import argparse
