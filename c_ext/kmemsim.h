@@ -36,12 +36,18 @@ struct km_config {
                                    * before it they are as at the start (a new memcg: nothing) */
     char policy[32];
     int64_t policy_param;         /* policy-specific strength (e.g. DW rotations) */
+    int32_t lru_gen;              /* 1: the multi-generational LRU (CONFIG_LRU_GEN, enabled), 0: classic */
+    int64_t lru_gen_min_ttl_ns;   /* /sys/kernel/mm/lru_gen/min_ttl_ms, in ns (0: off) */
 };
 
 struct km_emu;
 
+/* NULL only when the emulator itself cannot be allocated; a config, size or count it cannot hold
+ * (or memory it cannot get) leaves it failed: km_failed() is 1 and km_error() says why. Every
+ * value is checked here and in km_replay(): the core trusts no caller. */
 struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64_t *file_pages,
                       int32_t nr_phases, int32_t nr_tasks);
+int32_t km_failed(struct km_emu *e);
 void km_free(struct km_emu *e);
 /* Replays n events (columns as in kmemsim/trace.py; map ids and pids remapped densely by the
  * caller). Returns 0, or -1 with km_error() set. */
@@ -66,7 +72,11 @@ void km_timeline(struct km_emu *e, int64_t *out);
 void km_file_stats(struct km_emu *e, int64_t *out);           /* [nr_files][3]: added, deleted, resident */
 /* Per page of a file: 1 resident, 2 active, 4 unevictable, 8 referenced, 16 shadow entry. */
 void km_file_page_states(struct km_emu *e, int32_t file, uint8_t *out);
-int32_t km_check_invariants(struct km_emu *e);                /* 0 or a code; km_error() says which */
+int32_t km_check_invariants(struct km_emu *e);
+/* MGLRU's state after a replay (c_ext/lru_gen.c; all 0 with the classic lists): KM_LRU_GEN_STATE
+ * values, the layout km_lru_gen_state() documents */
+#define KM_LRU_GEN_STATE 96
+void km_lru_gen_state(struct km_emu *e, int64_t *out);                /* 0 or a code; km_error() says which */
 int32_t km_policy_known(const char *name);
 int32_t km_nr_policies(void);
 const char *km_policy_name(int32_t i);   /* the registry's names, in its order */

@@ -23,7 +23,12 @@ static void madvise_cold_or_pageout(struct km_emu *e, int32_t vi, int64_t page, 
             continue;                                    /* not exclusively ours: leave it */
         fo->flags &= ~PG_referenced;
         if (pageout) {
-            if (nlist == cap) { cap = cap ? 2 * cap : 64; list = realloc(list, sizeof(folio_id) * cap); }
+            if (nlist == cap) {
+                folio_id *l = realloc(list, sizeof(folio_id) * (size_t)(cap ? 2 * cap : 64));
+                if (!l) { e->nomem = 1; break; }          /* km_replay() fails with "out of memory" */
+                list = l;
+                cap = cap ? 2 * cap : 64;
+            }
             list[nlist++] = f;
         } else {
             folio_deactivate(e, f);

@@ -210,8 +210,8 @@ static int do_anonymous_page(struct km_emu *e, int32_t vi, int32_t anon, int64_t
     return 0;
 }
 
-/* handle_mm_fault() for one page. Returns -1 if the faulting task died. */
-static int handle_mm_fault(struct km_emu *e, int32_t vi, int64_t p, int write)
+/* __handle_mm_fault() for one page. Returns -1 if the faulting task died. */
+static int __handle_mm_fault(struct km_emu *e, int32_t vi, int64_t p, int write)
 {
     struct vma *v = &e->vmas[vi];
     uint8_t pte = v->pte[p];
@@ -260,6 +260,17 @@ static int handle_mm_fault(struct km_emu *e, int32_t vi, int64_t p, int write)
     if (!write && map_pmd(e, vi, p, f)) return 0;
     set_pte(e, v, p, PTE_YOUNG | ((v->flags & MAP_F_SHARED) && (v->flags & MAP_F_WRITE) ? PTE_WRITE : 0), f);
     return 0;
+}
+
+/* handle_mm_fault(): lru_gen_enter_fault() and lru_gen_exit_fault() around the fault. With MGLRU a
+ * folio added in a fault on a vma with recency is hot (folio_add_lru()) and a refault there a stall
+ * (lru_gen_refault()); the classic lists never look. */
+static int handle_mm_fault(struct km_emu *e, int32_t vi, int64_t p, int write)
+{
+    e->in_lru_fault = !(e->vmas[vi].flags & (VM_SEQ_READ | VM_RAND_READ));   /* vma_has_recency() */
+    int r = __handle_mm_fault(e, vi, p, write);
+    e->in_lru_fault = 0;
+    return r;
 }
 
 /* The fault path of handle_range() (noinline: see there). */
@@ -366,7 +377,9 @@ void thread_yield(struct km_emu *e)
     th->clock[th->cur] = io_clock(e);
     for (int j = 0; j < th->nth; j++)
         if (j != th->cur && !th->done[j] && thread_before(th, j, th->cur)) {
+            int in_lru_fault = e->in_lru_fault;          /* current->in_lru_fault is per task */
             if (!_setjmp(th->env[th->cur])) _longjmp(th->sched, 1);
+            e->in_lru_fault = in_lru_fault;
             return;
         }
 }

@@ -38,6 +38,15 @@ enum { ADV_NORMAL = 0, ADV_RANDOM = 1, ADV_SEQUENTIAL = 2, ADV_WILLNEED = 3, ADV
 
 enum lru_list { LRU_INACTIVE_ANON, LRU_ACTIVE_ANON, LRU_INACTIVE_FILE, LRU_ACTIVE_FILE,
                 LRU_UNEVICTABLE, NR_LRU_LISTS, NO_LRU = 255 };
+/* The multi-generational LRU's lists (CONFIG_LRU_GEN, lru_gen.c): folio->lru of a folio on the list
+ * of generation gen (seq % MAX_NR_GENS) of its type (0 anon, 1 file); e->lru[] holds them after the
+ * classic lists, whose nr_pages then count the generations as the kernel's compatibility sizes do
+ * (the two youngest active, lru_gen_is_active()) and whose lists stay empty. */
+#define MIN_NR_GENS 2
+#define MAX_NR_GENS 4
+#define LRU_GEN_BASE 8
+#define LRU_GEN_LIST(gen, type) (LRU_GEN_BASE + 2 * (gen) + (type))
+#define NR_LRU_HEADS (LRU_GEN_BASE + 2 * MAX_NR_GENS)
 /* the memcg statistics reclaim decides by (lruvec_page_state()): the LRU sizes, then the refault
  * activations, anon and file (WORKINGSET_ACTIVATE_BASE + file) */
 enum { WORKINGSET_ACTIVATE_BASE = NR_LRU_LISTS, NR_MEMCG_STATS = NR_LRU_LISTS + 2 };
@@ -55,6 +64,13 @@ enum { PG_active = 1, PG_referenced = 2, PG_workingset = 4, PG_unevictable = 8, 
         * storage time, until the readahead call returns); shrink_folio_list()'s folio_trylock()
         * fails (keep), filemap_map_pages() skips it, and a task that needs it waits */
        PG_locked = 512 };
+/* MGLRU's bits of folio->flags (include/linux/page-flags-layout.h): the generation + 1 (0: on no
+ * generation list; LRU_GEN_WIDTH) and the accesses through file descriptors beyond PG_referenced and
+ * PG_workingset (LRU_REFS_WIDTH 2). Only lru_gen.c sets them; with the classic lists they stay 0. */
+#define LRU_GEN_PGOFF 10
+#define LRU_GEN_MASK (7 << LRU_GEN_PGOFF)
+#define LRU_REFS_PGOFF 13
+#define LRU_REFS_MASK (3 << LRU_REFS_PGOFF)
 
 /* PTE bits: one byte per virtual page of a vma. */
 enum { PTE_PRESENT = 1, PTE_YOUNG = 2, PTE_DIRTY = 4, PTE_ANON = 8 /* maps the vma's anon/COW page */,
@@ -129,6 +145,11 @@ struct vma {
 #define PMD_ORDER 9            /* HPAGE_PMD_ORDER with 4 KiB pages (x86-64, arm64) */
 enum { PMD_TABLE = 1, PMD_SPLIT = 2 };
 #define XA_CHUNK_SHIFT 6       /* 64 slots per xarray node */
+/* The most pages an object (a file, a mapping) or a memory size may have: 4 PiB, as
+ * kmemsim/core/trace.py's MAX_PAGES; checked where sizes enter the core (km_new, do_mmap, events),
+ * so no size computed from one overflows. */
+#define KM_MAX_PAGES ((int64_t)1 << 40)
+#define KM_MAX_SWAP_SLOTS INT32_MAX   /* swap slots are int32_t (object->swap, zram_size[]) */
 #define XA_MULTI 128           /* xa_leaf: + the order of a multi-index entry (>= XA_CHUNK_SHIFT) */
 #define XA_NODE_BYTES 576      /* sizeof(struct xa_node) on 64-bit (radix_tree_node_cachep) */
 
@@ -201,6 +222,9 @@ struct scan_control {
     int64_t deferred;          /* candidates a policy's reclaim_candidate() put back this pass */
     int last_resort;           /* the pass after one that deferred: the policy should yield */
     int64_t anon_cost, file_cost;
+    int lru_gen_keep;          /* MGLRU's evict_folios(): shrink_folio_list() leaves the folios it does
+                                * not free isolated, first nr_kept entries of its list, in order */
+    int64_t nr_kept;
 };
 enum { RECLAIM_KSWAPD, RECLAIM_DIRECT, RECLAIM_MEMCG };
 enum { DEACTIVATE_ANON = 1, DEACTIVATE_FILE = 2 };
@@ -252,8 +276,12 @@ struct km_emu {
     void *policy_data;
 
     struct folio *folios; int64_t nr_folios, cap_folios; folio_id free_folio;
-    struct lru_head lru[NR_LRU_LISTS];
+    struct lru_head lru[NR_LRU_HEADS];         /* the classic lists, then MGLRU's (LRU_GEN_BASE) */
     int lists_deferred;                        /* list order held by the policy: lists_sync() first */
+    int lru_gen_enabled;                       /* MGLRU (cfg.lru_gen): lru_gen.c keeps the lists */
+    int in_lru_fault;                          /* current->in_lru_fault: handle_mm_fault() of a vma
+                                                * with recency (MGLRU only) */
+    struct lru_gen_folio *lrugen;              /* lru_gen.h; NULL with the classic lists */
     int trace_range;                           /* handle_range() serves a READ/WRITE event itself
                                                 * (not populate or mlock): the order may be deferred */
     struct object *objs; int32_t nr_objs, cap_objs;
@@ -283,8 +311,11 @@ struct km_emu {
     int kmem_off;                              /* no kernel memory (the plain-LRU cache) */
 
     /* zram */
+    /* slots are handed out lowest first and reused last-freed first (a stack); both arrays grow
+     * with the slots used, not with the device's size */
     int32_t *zram_size;                        /* slot -> bytes in zsmalloc (0 same-filled) */
     int32_t *zram_free; int64_t zram_nr_free, zram_cap, zram_used_slots;
+    int64_t zram_nr_stack, zram_next;          /* freed slots on zram_free[]; slots never used from */
     int64_t zram_disk_pages;
     int64_t zram_compr_bytes, zram_alloc_bytes, zram_same, zram_huge;
     int64_t zram_pages_used;                   /* mem_used_total in pages, kept by zram.c */
@@ -343,6 +374,8 @@ struct km_emu {
     /* error */
     char err[256];
     int oom;
+    int failed;                                /* km_new() could not build it: km_error() says why */
+    int nomem;                                 /* an allocation failed mid-replay: km_replay() fails */
 };
 
 /* mm_init.c / helpers */
@@ -411,11 +444,19 @@ static inline int folio_is_file_lru(const struct folio *f) { return !(f->flags &
 /* The KV cache's pages, by their mapping's class (a cleared page's folio is CLASS_ZERO until written) */
 static inline int class_is_kv(int cls) { return cls == CLASS_KV_F16 || cls == CLASS_KV_Q8; }
 static inline int class_is_weights(int cls) { return cls == CLASS_WEIGHTS_Q || cls == CLASS_WEIGHTS_F16; }
+/* lru_gen.c: MGLRU's side of the list functions below (include/linux/mm_inline.h) */
+void lru_gen_add_folio(struct km_emu *e, folio_id id, int reclaiming);
+void lru_gen_del_folio(struct km_emu *e, folio_id id, int reclaiming);
 /* List insertion and removal: static inline, as in include/linux/mm_inline.h (every reference of
- * the plain LRU policy does both). lruvec_add_folio() puts a folio at the head. */
+ * the plain LRU policy does both). lruvec_add_folio() puts a folio at the head. With MGLRU an
+ * evictable folio goes to a generation instead (lru_gen_add_folio(), which picks it; `lru` unused). */
 static inline void lruvec_add_folio(struct km_emu *e, folio_id id, int lru)
 {
     struct folio *f = &e->folios[id];
+    if (__builtin_expect(e->lru_gen_enabled, 0) && !(f->flags & PG_unevictable)) {
+        lru_gen_add_folio(e, id, 0);
+        return;
+    }
     struct lru_head *h = &e->lru[lru];
     f->lru = (uint8_t)lru;
     f->prev = -1;
@@ -428,6 +469,10 @@ static inline void lruvec_add_folio(struct km_emu *e, folio_id id, int lru)
 static inline void lruvec_add_folio_tail(struct km_emu *e, folio_id id, int lru)
 {
     struct folio *f = &e->folios[id];
+    if (__builtin_expect(e->lru_gen_enabled, 0) && !(f->flags & PG_unevictable)) {
+        lru_gen_add_folio(e, id, 1);
+        return;
+    }
     struct lru_head *h = &e->lru[lru];
     f->lru = (uint8_t)lru;
     f->next = -1;
@@ -441,6 +486,7 @@ static inline void lruvec_del_folio(struct km_emu *e, folio_id id)
 {
     struct folio *f = &e->folios[id];
     if (f->lru == NO_LRU) return;
+    if (__builtin_expect(f->lru >= LRU_GEN_BASE, 0)) { lru_gen_del_folio(e, id, 0); return; }
     struct lru_head *h = &e->lru[f->lru];
     if (f->prev >= 0) e->folios[f->prev].next = f->next; else h->head = f->next;
     if (f->next >= 0) e->folios[f->next].prev = f->prev; else h->tail = f->prev;
@@ -463,6 +509,21 @@ int folio_referenced(struct km_emu *e, folio_id id, uint32_t *vm_flags);
 int inactive_is_low(struct km_emu *e, int inactive_lru);
 int64_t reclaim_pages(struct km_emu *e, folio_id *ids, int64_t n);
 int folio_evict(struct km_emu *e, folio_id id);     /* unmap + free; 1 if freed */
+
+/* lru_gen.c: the multi-generational LRU (mm/vmscan.c's lru_gen half, mm/swap.c's folio_inc_refs())
+ * and workingset_lru_gen.c (mm/workingset.c's) */
+int lru_gen_init(struct km_emu *e, int32_t nr_tasks);        /* km_new(): 0, or -1 with km_error() */
+void lru_gen_shrink_node(struct km_emu *e, struct scan_control *sc);  /* shrink_node() with MGLRU */
+void lru_gen_age_node(struct km_emu *e, struct scan_control *sc);     /* kswapd_age_node() */
+int lru_gen_referenced_ptes(struct km_emu *e, folio_id id, int32_t vi, int64_t first, int64_t n, int anon,
+                            int *mapped);          /* folio_referenced_one()'s PTEs, lru_gen_look_around() */
+void lru_gen_inc_refs(struct km_emu *e, folio_id id);                  /* folio_inc_refs() */
+int64_t lru_gen_check_invariants(struct km_emu *e);  /* pages on the generation lists, or -1 */
+void lru_gen_free(struct km_emu *e);
+uint64_t lru_gen_eviction(struct km_emu *e, folio_id id);
+void lru_gen_refault(struct km_emu *e, folio_id id, uint64_t shadow);
+int64_t lru_gen_shrink_folio_list(struct km_emu *e, folio_id *list, int64_t n, struct scan_control *sc,
+                                  int64_t *nr_pageout, int64_t *nr_activate);   /* vmscan.c's shrink_folio_list() */
 
 /* workingset.c */
 uint64_t workingset_eviction(struct km_emu *e, folio_id id);
@@ -510,7 +571,7 @@ void zap_page_range(struct km_emu *e, int32_t vma, int64_t page, int64_t n, int 
                                 * mapped (unmap_mapping_pages()' even_cows = false) */
 void unmap_mapping_pages(struct km_emu *e, int32_t obj, int64_t start, int64_t nr);
 int32_t anon_object_new(struct km_emu *e, int64_t npages, int cls);
-void rmap_add(struct km_emu *e, int32_t obj, int32_t vma);
+int rmap_add(struct km_emu *e, int32_t obj, int32_t vma);
 void rmap_remove(struct km_emu *e, int32_t obj, int32_t vma);
 int64_t vma_pte_index(const struct vma *v, int64_t obj_index);  /* -1 if not covered */
 

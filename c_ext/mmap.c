@@ -4,43 +4,63 @@
 #include <string.h>
 #include "mm.h"
 
+/* A new object of npages (0 <= npages <= KM_MAX_PAGES, checked by the callers), or -1 with
+ * km_error() set when its arrays cannot be allocated (the object then holds none: km_free() is safe). */
 int32_t anon_object_new(struct km_emu *e, int64_t npages, int cls)
 {
+    if (npages < 0 || npages > KM_MAX_PAGES)
+        return km_fail(e, "an object of %lld pages (at most %lld)", (long long)npages, (long long)KM_MAX_PAGES);
     if (e->nr_objs == e->cap_objs) {
-        e->cap_objs = e->cap_objs ? e->cap_objs * 2 : 16;
-        e->objs = realloc(e->objs, sizeof(struct object) * e->cap_objs);
+        int32_t cap = e->cap_objs ? e->cap_objs * 2 : 16;
+        struct object *objs = cap > e->cap_objs ? realloc(e->objs, sizeof(struct object) * (size_t)cap) : NULL;
+        if (!objs) return km_fail(e, "out of memory: %d objects", e->nr_objs);
+        e->objs = objs;
+        e->cap_objs = cap;
     }
     int32_t id = e->nr_objs++;
     struct object *o = &e->objs[id];
     memset(o, 0, sizeof *o);
     o->kind = OBJ_ANON;
-    o->npages = npages;
     o->cls = (uint8_t)cls;
     o->file_id = -1;
-    o->folio = malloc(sizeof(folio_id) * (npages ? npages : 1));
-    km_hugepage_hint(o->folio, sizeof(folio_id) * npages);   /* before the first touch */
-    memset(o->folio, 0xff, sizeof(folio_id) * npages);
-    o->shadow = calloc(npages ? npages : 1, sizeof(uint64_t));
-    km_hugepage_hint(o->shadow, sizeof(uint64_t) * npages);
+    size_t n = (size_t)(npages ? npages : 1);
+    o->folio = malloc(sizeof(folio_id) * n);
+    o->shadow = o->folio ? calloc(n, sizeof(uint64_t)) : NULL;
+    if (!o->shadow) {
+        free(o->folio);
+        o->folio = NULL;
+        return km_fail(e, "out of memory: an object of %lld pages needs %lld MiB", (long long)npages,
+                       (long long)((int64_t)n * 12 >> 20));
+    }
+    o->npages = npages;
+    km_hugepage_hint(o->folio, sizeof(folio_id) * (size_t)npages);   /* before the first touch */
+    memset(o->folio, 0xff, sizeof(folio_id) * (size_t)npages);
+    km_hugepage_hint(o->shadow, sizeof(uint64_t) * (size_t)npages);
     return id;
 }
 
-static void anon_object_swap_init(struct object *o)
+static int anon_object_swap_init(struct km_emu *e, struct object *o)
 {
-    if (o->swap) return;
-    o->swap = malloc(sizeof(int32_t) * (o->npages ? o->npages : 1));
-    km_hugepage_hint(o->swap, sizeof(int32_t) * o->npages);
-    memset(o->swap, 0xff, sizeof(int32_t) * o->npages);
+    if (o->swap) return 0;
+    o->swap = malloc(sizeof(int32_t) * (size_t)(o->npages ? o->npages : 1));
+    if (!o->swap) return km_fail(e, "out of memory: swap entries of %lld pages", (long long)o->npages);
+    km_hugepage_hint(o->swap, sizeof(int32_t) * (size_t)o->npages);
+    memset(o->swap, 0xff, sizeof(int32_t) * (size_t)o->npages);
+    return 0;
 }
 
-void rmap_add(struct km_emu *e, int32_t obj, int32_t vma)
+int rmap_add(struct km_emu *e, int32_t obj, int32_t vma)
 {
     struct object *o = &e->objs[obj];
     if (o->nvmas == o->cap_vmas) {
-        o->cap_vmas = o->cap_vmas ? o->cap_vmas * 2 : 4;
-        o->vmas = realloc(o->vmas, sizeof(int32_t) * o->cap_vmas);
+        int cap = o->cap_vmas ? o->cap_vmas * 2 : 4;
+        int32_t *v = cap > o->cap_vmas ? realloc(o->vmas, sizeof(int32_t) * (size_t)cap) : NULL;
+        if (!v) return km_fail(e, "out of memory: %d mappings of one object", o->nvmas);
+        o->vmas = v;
+        o->cap_vmas = cap;
     }
     o->vmas[o->nvmas++] = vma;
+    return 0;
 }
 
 void rmap_remove(struct km_emu *e, int32_t obj, int32_t vma)
@@ -87,25 +107,38 @@ static void populate_vma_page_range(struct km_emu *e, int32_t id, int64_t start,
     }
 }
 
+/* Returns 0, or -1 with km_error() set: a size out of range or memory the emulator cannot get (the
+ * vma is then dead, its arrays freed or never made). The caller checked id == nr_vmas. */
 int do_mmap(struct km_emu *e, int32_t id, int32_t task, int64_t file, int64_t pgoff, int64_t npages,
             uint32_t flags)
 {
+    if (npages < 0 || npages > KM_MAX_PAGES || pgoff < 0 || pgoff > KM_MAX_PAGES)
+        return km_fail(e, "mapping %d: %lld pages at page %lld (each at most %lld)", id, (long long)npages,
+                       (long long)pgoff, (long long)KM_MAX_PAGES);
     if (e->nr_vmas == e->cap_vmas) {
-        e->cap_vmas = e->cap_vmas ? e->cap_vmas * 2 : 16;
-        e->vmas = realloc(e->vmas, sizeof(struct vma) * e->cap_vmas);
+        int32_t cap = e->cap_vmas ? e->cap_vmas * 2 : 16;
+        struct vma *vmas = cap > e->cap_vmas ? realloc(e->vmas, sizeof(struct vma) * (size_t)cap) : NULL;
+        if (!vmas) return km_fail(e, "out of memory: %d mappings", e->nr_vmas);
+        e->vmas = vmas;
+        e->cap_vmas = cap;
     }
     e->nr_vmas++;
     struct vma *v = &e->vmas[id];
     memset(v, 0, sizeof *v);
     v->task = task;
+    v->anon = -1;
+    v->obj = -1;
+    size_t ptes = (size_t)(npages ? npages : 1);
+    v->pte = calloc(ptes + (size_t)((npages + (1 << PMD_ORDER) - 1) >> PMD_ORDER), 1);
+    if (!v->pte)
+        return km_fail(e, "out of memory: mapping %d of %lld pages", id, (long long)npages);
     v->npages = npages;
     v->flags = flags & ~(0xffu << CLASS_SHIFT);
     v->alive = 1;
-    v->anon = -1;
-    v->pte = calloc((npages ? npages : 1) + ((npages + (1 << PMD_ORDER) - 1) >> PMD_ORDER), 1);
-    km_hugepage_hint(v->pte, npages);
-    v->pmdtab = v->pte + (npages ? npages : 1);
+    km_hugepage_hint(v->pte, (size_t)npages);
+    v->pmdtab = v->pte + ptes;
     int cls = (flags >> CLASS_SHIFT) & 0xff;
+    int32_t o;
     if (file >= 0) {
         v->obj = e->file_obj[file];
         v->pgoff = pgoff;
@@ -113,18 +146,18 @@ int do_mmap(struct km_emu *e, int32_t id, int32_t task, int64_t file, int64_t pg
             return km_fail(e, "mapping %d runs past the end of file %lld", id, (long long)file);
         if (flags & MAP_F_WEIGHTS) e->objs[v->obj].weights = 1;
         if (!(flags & MAP_F_SHARED)) {                 /* private: COW pages are anonymous */
-            v->anon = anon_object_new(e, npages, cls);
-            anon_object_swap_init(&e->objs[v->anon]);
-            rmap_add(e, v->anon, id);
+            if ((o = anon_object_new(e, npages, cls)) < 0) return -1;
             v = &e->vmas[id];
+            v->anon = o;
+            if (anon_object_swap_init(e, &e->objs[o]) < 0 || rmap_add(e, o, id) < 0) return -1;
         }
     } else {
-        v->obj = anon_object_new(e, npages, cls);
+        if ((o = anon_object_new(e, npages, cls)) < 0) return -1;
         v = &e->vmas[id];
-        anon_object_swap_init(&e->objs[v->obj]);
-        v->anon = v->obj;
+        v->obj = v->anon = o;
+        if (anon_object_swap_init(e, &e->objs[o]) < 0) return -1;
     }
-    rmap_add(e, v->obj, id);
+    if (rmap_add(e, v->obj, id) < 0) return -1;
     if (file < 0 && e->policy->anon_region_mapped) e->policy->anon_region_mapped(e, id);
     if (flags & MAP_F_LOCKED) mlock_range(e, id, 0, npages, 1);
     if (flags & MAP_F_POPULATE) populate_vma_page_range(e, id, 0, npages);

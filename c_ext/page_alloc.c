@@ -48,7 +48,7 @@ void setup_per_zone_wmarks(struct km_emu *e)
     if (min_kb < 0) { e->wmark_min = e->wmark_low = e->wmark_high = 0; return; }   /* none */
     if (!min_kb) {
         int64_t lowmem_kb = e->total_pages * 4, r = 0;
-        while ((r + 1) * (r + 1) <= lowmem_kb * 16) r++;
+        while (r <= 262144 && (r + 1) * (r + 1) <= lowmem_kb * 16) r++;   /* int_sqrt(), up to the cap */
         min_kb = r < 128 ? 128 : r > 262144 ? 262144 : r;
     }
     int wsf = e->cfg.watermark_scale_factor ? e->cfg.watermark_scale_factor : 10;

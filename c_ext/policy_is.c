@@ -16,7 +16,8 @@ static int is_kv(struct km_emu *e, struct vma *v)
 static void pageout_zero(struct km_emu *e, int32_t vi, int64_t page, int64_t n)
 {
     struct object *o = &e->objs[e->vmas[vi].obj];
-    folio_id *ids = malloc(sizeof(folio_id) * (n ? n : 1));
+    folio_id *ids = malloc(sizeof(folio_id) * (size_t)(n ? n : 1));
+    if (!ids) { e->nomem = 1; return; }               /* km_replay() fails with "out of memory" */
     int64_t k = 0;
     for (int64_t p = page; p < page + n; p++) {
         folio_id f = o->folio[p];

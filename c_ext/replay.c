@@ -11,20 +11,54 @@ void do_munmap(struct km_emu *e, int32_t vma, int64_t page, int64_t n);
 void exit_mmap(struct km_emu *e, int32_t task);
 void zram_init(struct km_emu *e);
 
-static void *xcalloc(size_t n, size_t sz)
+/* The config's values within what the core can hold (km_new() refuses the rest): the Python side
+ * checks them first with friendlier names (kmemsim/engine/kernel.py, kmemsim/core/limits.py). */
+static const char *config_error(const struct km_config *c)
 {
-    void *p = calloc(n ? n : 1, sz);
-    if (!p) { fprintf(stderr, "kmemsim: out of memory\n"); abort(); }
-    return p;
+    if (c->mem_pages < 0 || c->mem_pages > KM_MAX_PAGES) return "mem_pages out of range";
+    if (c->memcg_limit_pages < 0 || c->memcg_limit_pages > KM_MAX_PAGES) return "memcg_limit_pages out of range";
+    if (c->swappiness < 0 || c->swappiness > MAX_SWAPPINESS) return "swappiness outside 0..200";
+    if (c->zram_pages < 0 || c->zram_pages > KM_MAX_SWAP_SLOTS) return "zram_pages out of range (swap slots are 32-bit)";
+    if (c->zram_algo < 0 || c->zram_algo > 3) return "zram_algo unknown";
+    if (c->min_free_kbytes < -1 || c->min_free_kbytes > KM_MAX_PAGES * 4) return "min_free_kbytes out of range";
+    if (c->watermark_scale_factor < 0 || c->watermark_scale_factor > 3000) return "watermark_scale_factor outside 0..3000";
+    if (c->ra_pages < 0 || c->ra_pages > KM_MAX_PAGES) return "ra_pages out of range";
+    if (c->io_pages < 0 || c->io_pages > KM_MAX_PAGES) return "io_pages out of range";
+    if (c->fault_around_pages < 0 || c->fault_around_pages > (1 << PMD_ORDER)) return "fault_around_pages outside 0..512";
+    if (c->max_folio_order < 0 || c->max_folio_order > PMD_ORDER) return "max_folio_order outside 0..9";
+    if (c->exec_folio_order < -1 || c->exec_folio_order > PMD_ORDER) return "exec_folio_order outside -1..9";
+    if (c->io_latency_ns < 0 || c->io_ns_per_page < 0) return "negative storage time";
+    if (c->nr_threads < 0 || c->nr_threads > 64) return "nr_threads outside 1..64";
+    if (c->swapin_ns < 0 || c->zero_ns < 0 || c->swapout_ns < 0 || c->file_folio_ns < 0 || c->scan_ns < 0)
+        return "negative task time";
+    if (c->sample_ns < 0 || c->stats_flush_ns < 0 || c->stats_flush_phase_ns < 0) return "negative period";
+    if (!memchr(c->policy, 0, sizeof c->policy)) return "policy name not terminated";
+    return NULL;
 }
 
+/* A new emulator. NULL only when the emulator itself cannot be allocated; otherwise check
+ * km_failed(): a config or size it cannot hold, or memory it cannot get, leaves it failed with
+ * km_error() saying why (km_free() it all the same). */
 struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64_t *file_pages,
                       int32_t nr_phases, int32_t nr_tasks)
 {
-    const struct policy_ops *pol = policy_lookup(cfg->policy);
-    if (!pol) return NULL;
-    struct km_emu *e = xcalloc(1, sizeof *e);
+    struct km_emu *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->failed = 1;                                /* until the end */
     e->cfg = *cfg;
+    const char *bad = config_error(cfg);
+    if (bad) { km_fail(e, "config: %s", bad); return e; }
+    const struct policy_ops *pol = policy_lookup(cfg->policy);
+    if (!pol) { km_fail(e, "unknown policy '%s'", cfg->policy); return e; }
+    if (nr_files < 0 || nr_phases < 0 || nr_tasks < 0 || (nr_files && !file_pages)) {
+        km_fail(e, "%d files, %d phases, %d tasks", nr_files, nr_phases, nr_tasks);
+        return e;
+    }
+    for (int32_t f = 0; f < nr_files; f++)
+        if (file_pages[f] < 0 || file_pages[f] > KM_MAX_PAGES) {
+            km_fail(e, "file %d of %lld pages (at most %lld)", f, (long long)file_pages[f], (long long)KM_MAX_PAGES);
+            return e;
+        }
     e->policy = pol;
     if (pol->init) pol->init(e);                  /* may adjust the config before anything uses it */
     e->free_folio = -1;
@@ -36,32 +70,44 @@ struct km_emu *km_new(const struct km_config *cfg, int32_t nr_files, const int64
     e->next_sample = e->cfg.sample_ns > 0 ? INT64_MIN : INT64_MAX;
     e->stat_next_flush = e->cfg.stats_flush_ns > 0 ? e->cfg.stats_flush_phase_ns : INT64_MAX;
     for (int l = 0; l < NR_LRU_LISTS; l++) e->lru[l].head = e->lru[l].tail = -1;
-    e->nr_files = nr_files;
-    e->file_obj = xcalloc(nr_files, sizeof(int32_t));
-    for (int32_t f = 0; f < nr_files; f++) {
-        int32_t o = anon_object_new(e, file_pages[f], 0);
-        e->objs[o].kind = OBJ_FILE;
-        e->objs[o].xa_leaf = xcalloc((file_pages[f] >> XA_CHUNK_SHIFT) + 1, 1);
-        e->objs[o].file_id = f;
-        file_ra_state_init(e, o);
-        e->file_obj[f] = o;
-    }
-    e->nr_phases = nr_phases;
-    e->phase_vm = xcalloc((size_t)(nr_phases > 0 ? nr_phases : 1) * NR_VM_COUNTERS, sizeof(uint64_t));
-    e->cap_tasks = nr_tasks;
-    e->tasks = xcalloc(nr_tasks, sizeof(struct task));
-    e->task_vm = xcalloc((size_t)(nr_tasks > 0 ? nr_tasks : 1) * NR_VM_COUNTERS, sizeof(uint64_t));
-    e->nr_tasks = nr_tasks;
-    for (int32_t k = 0; k < nr_tasks; k++) e->tasks[k].killed_at = -1;
     e->cur_task = -1;
     e->cur_phase = -1;
+    e->file_obj = calloc(nr_files ? (size_t)nr_files : 1, sizeof(int32_t));
+    e->phase_vm = calloc((size_t)(nr_phases > 0 ? nr_phases : 1) * NR_VM_COUNTERS, sizeof(uint64_t));
+    e->tasks = calloc(nr_tasks ? (size_t)nr_tasks : 1, sizeof(struct task));
+    e->task_vm = calloc((size_t)(nr_tasks > 0 ? nr_tasks : 1) * NR_VM_COUNTERS, sizeof(uint64_t));
+    if (!e->file_obj || !e->phase_vm || !e->tasks || !e->task_vm) {
+        km_fail(e, "out of memory: %d files, %d phases, %d tasks", nr_files, nr_phases, nr_tasks);
+        return e;
+    }
+    e->nr_phases = nr_phases;
+    e->cap_tasks = nr_tasks;
+    e->nr_tasks = nr_tasks;
+    for (int32_t k = 0; k < nr_tasks; k++) e->tasks[k].killed_at = -1;
+    for (int32_t f = 0; f < nr_files; f++) {
+        int32_t o = anon_object_new(e, file_pages[f], 0);
+        if (o < 0) return e;
+        e->nr_files = f + 1;
+        e->file_obj[f] = o;
+        e->objs[o].kind = OBJ_FILE;
+        e->objs[o].file_id = f;
+        if (!(e->objs[o].xa_leaf = calloc((size_t)(file_pages[f] >> XA_CHUNK_SHIFT) + 1, 1))) {
+            km_fail(e, "out of memory: file %d of %lld pages", f, (long long)file_pages[f]);
+            return e;
+        }
+        file_ra_state_init(e, o);
+    }
 
     e->total_pages = e->cfg.mem_pages;
     e->memcg_limit = e->cfg.memcg_limit_pages;
     setup_per_zone_wmarks(e);
     zram_init(e);
+    if (lru_gen_init(e, nr_tasks) < 0) return e;      /* MGLRU (cfg.lru_gen): lru_gen.c */
+    e->failed = 0;
     return e;
 }
+
+int32_t km_failed(struct km_emu *e) { return !e || e->failed; }
 
 void km_free(struct km_emu *e)
 {
@@ -69,10 +115,11 @@ void km_free(struct km_emu *e)
     for (int32_t i = 0; i < e->nr_objs; i++) {
         free(e->objs[i].folio); free(e->objs[i].shadow); free(e->objs[i].xa_leaf); free(e->objs[i].swap); free(e->objs[i].vmas);
     }
-    for (int32_t i = 0; i < e->nr_vmas; i++) free(e->vmas[i].pte);
+    for (int32_t i = 0; i < e->nr_vmas; i++) free(e->vmas[i].pte);   /* NULL once unmapped, or never made */
     free(e->objs); free(e->vmas); free(e->tasks); free(e->folios); free(e->file_obj);
     free(e->task_vm); free(e->phase_vm); free(e->tl); free(e->zram_size); free(e->zram_free);
     free(e->policy_data); free(e->ioq); free(e->bios); free(e->io_done); free(e->added_at);
+    lru_gen_free(e);
     for (int k = 0; k < 64; k++) free(e->th.stack[k]);
     free(e);
 }
@@ -85,7 +132,7 @@ static inline int vma_ok(struct km_emu *e, int64_t i, int32_t m, int64_t page, i
     if (m >= 0 && m < e->nr_vmas && !e->vmas[m].alive && e->vmas[m].killed) return 1;
     if (m < 0 || m >= e->nr_vmas || !e->vmas[m].alive)
         return km_fail(e, "event %lld: mapping %d is not mapped", (long long)i, m);
-    if (page < 0 || n < 0 || page + n > e->vmas[m].npages)
+    if (page < 0 || n < 0 || n > e->vmas[m].npages || page > e->vmas[m].npages - n)
         return km_fail(e, "event %lld: pages %lld+%lld outside mapping %d of %lld pages", (long long)i,
                        (long long)page, (long long)n, m, (long long)e->vmas[m].npages);
     return 0;
@@ -165,8 +212,14 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
               const uint32_t *flags)
 {
     struct pf_slot ring[PF_SLOT];
+    if (e->failed) return -1;                      /* km_error() still says why */
+    if (n < 0 || (n && (!t || !task || !op || !map || !page || !npages || !arg || !flags)))
+        return km_fail(e, "%lld events without their columns", (long long)n);
     for (int k = 0; k < PF_SLOT; k++) ring[k].obj = -1;
     for (int64_t i = 0; i < n; i++) {
+        if (e->nomem) return km_fail(e, "out of memory at event %lld", (long long)i);
+        if (t[i] < e->now || t[i] < 0)
+            return km_fail(e, "event %lld: time %lld goes backwards", (long long)i, (long long)t[i]);
         prefetch_events(e, i, n, op, map, page, ring);
         if (e->nr_io_wait && t[i] != e->now) io_barrier(e, t[i]);   /* a graph node ended */
         e->now = t[i];
@@ -177,6 +230,8 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             while (t[i] >= e->next_sample) {
                 timeline_sample(e, e->next_sample);
                 e->next_sample += e->cfg.sample_ns;
+                if (e->nomem) return km_fail(e, "out of memory: a timeline of %lld rows (event %lld)",
+                                             (long long)e->tl_rows, (long long)i);
             }
         }
         int32_t tk = task[i];
@@ -199,6 +254,8 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
         if (op[i] != OP_READ && op[i] != OP_WRITE && op[i] != OP_PHASE) lists_sync(e);
         switch (op[i]) {
         case OP_PROC_START:
+            if (arg[i] < -1000 || arg[i] > 1000)
+                return km_fail(e, "event %lld: oom_score_adj %lld outside -1000..1000", (long long)i, (long long)arg[i]);
             ts->alive = 1; ts->oom_score_adj = (int)arg[i]; ts->pid = tk;
             ts->adj_seq = e->lmkd.adj_seq++;
             break;
@@ -209,7 +266,7 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             if (map[i] != e->nr_vmas)
                 return km_fail(e, "event %lld: mapping ids must be dense and new (got %d, next %d)",
                                (long long)i, map[i], e->nr_vmas);
-            if (arg[i] >= e->nr_files)
+            if (arg[i] >= e->nr_files || arg[i] < -1)
                 return km_fail(e, "event %lld: file %lld unknown", (long long)i, (long long)arg[i]);
             if (do_mmap(e, map[i], tk, arg[i], page[i], npages[i], flags[i]) < 0) return -1;
             break;
@@ -254,8 +311,10 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
                 return km_fail(e, "event %lld: file %u unknown", (long long)i, flags[i]);
             int32_t o = e->file_obj[flags[i]];
             if (op[i] == OP_OPEN) { file_ra_state_init(e, o); break; }
-            int64_t end = page[i] + npages[i];
-            if (end > e->objs[o].npages) end = e->objs[o].npages;
+            if (page[i] < 0 || npages[i] < 0)
+                return km_fail(e, "event %lld: pages %lld+%lld of file %u", (long long)i, (long long)page[i],
+                               (long long)npages[i], flags[i]);
+            int64_t end = npages[i] > e->objs[o].npages - page[i] ? e->objs[o].npages : page[i] + npages[i];
             if (page[i] >= end) break;
             if (op[i] == OP_FADVISE) generic_fadvise(e, o, page[i], end - page[i], (int)arg[i]);
             else if (op[i] == OP_FREAD) filemap_read(e, o, page[i], end - page[i]);
@@ -269,11 +328,13 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             mlock_range(e, map[i], page[i], npages[i], op[i] == OP_MLOCK);
             break;
         case OP_SET_OOM_ADJ:
+            if (arg[i] < -1000 || arg[i] > 1000)
+                return km_fail(e, "event %lld: oom_score_adj %lld outside -1000..1000", (long long)i, (long long)arg[i]);
             ts->oom_score_adj = (int)arg[i];
             ts->adj_seq = e->lmkd.adj_seq++;
             break;
         case OP_KMEM:                             /* kernel objects the trace does not model */
-            if (npages[i] < 0)
+            if (npages[i] < 0 || npages[i] > KM_MAX_PAGES)
                 return km_fail(e, "event %lld: kernel memory of %lld pages", (long long)i, (long long)npages[i]);
             memcg_kmem_charge(e, npages[i]);
             break;
@@ -288,6 +349,7 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             return km_fail(e, "event %lld: unknown op %d", (long long)i, op[i]);
         }
     }
+    if (e->nomem) return km_fail(e, "out of memory at the end of the trace");
     timeline_sample(e, e->now);
     return 0;
 }
@@ -304,6 +366,7 @@ void km_file_stats(struct km_emu *e, int64_t *out)
 
 void km_file_page_states(struct km_emu *e, int32_t file, uint8_t *out)
 {
+    if (e->failed || file < 0 || file >= e->nr_files) return;
     struct object *o = &e->objs[e->file_obj[file]];
     for (int64_t p = 0; p < o->npages; p++) {
         /* the slots are read in order, the folios at random: prefetch the folios ahead */
@@ -338,7 +401,7 @@ int32_t km_check_invariants(struct km_emu *e)
             if (++nr_listed > e->nr_folios) return km_fail(e, "list %d loops", l), 4;
         }
         if (prev != e->lru[l].tail) return km_fail(e, "list %d: tail mismatch", l), 5;
-        if (pages != e->lru[l].nr_pages)
+        if (pages != e->lru[l].nr_pages && !(e->lru_gen_enabled && l != LRU_UNEVICTABLE))   /* MGLRU: below */
             return km_fail(e, "list %d holds %lld pages, counter says %lld", l, (long long)pages,
                            (long long)e->lru[l].nr_pages), 6;
         on_lists += pages;
@@ -359,6 +422,11 @@ int32_t km_check_invariants(struct km_emu *e)
         }
         if (r != ob->nr_resident) return km_fail(e, "object %d: %lld resident, counter %lld", o, (long long)r, (long long)ob->nr_resident), 10;
         resident += r;
+    }
+    if (e->lru_gen_enabled) {                     /* the generations (lru_gen.c) */
+        int64_t gen_pages = lru_gen_check_invariants(e);
+        if (gen_pages < 0) return 21;
+        on_lists += gen_pages;
     }
     if (resident != on_lists) return km_fail(e, "%lld pages resident, %lld on lists", (long long)resident, (long long)on_lists), 11;
     if (resident != e->used_pages) return km_fail(e, "%lld pages resident, used counter %lld", (long long)resident, (long long)e->used_pages), 12;

@@ -6,6 +6,8 @@
 void folio_add_lru(struct km_emu *e, folio_id id)
 {
     struct folio *f = &e->folios[id];
+    /* MGLRU: a folio added in a fault is hot, the youngest generation (see lru_gen_add_folio()) */
+    if (e->lru_gen_enabled && e->in_lru_fault && !(f->flags & PG_unevictable)) f->flags |= PG_active;
     int lru = e->policy->folio_add_lru ? e->policy->folio_add_lru(e, f) : -1;
     lruvec_add_folio(e, id, lru >= 0 ? lru : folio_lru_list(f));
 }
@@ -25,6 +27,7 @@ static void folio_activate(struct km_emu *e, folio_id id)
 void folio_mark_accessed(struct km_emu *e, folio_id id)
 {
     struct folio *f = &e->folios[id];
+    if (e->lru_gen_enabled) { lru_gen_inc_refs(e, id); return; }   /* folio_inc_refs() */
     if (f->flags & PG_unevictable) return;
     if (!(f->flags & PG_referenced)) {
         f->flags |= PG_referenced;
@@ -44,7 +47,7 @@ void folio_deactivate(struct km_emu *e, folio_id id)
     lruvec_del_folio(e, id);
     f->flags &= ~(PG_active | PG_referenced);
     lruvec_add_folio(e, id, folio_lru_list(f));
-    if (was_active) count(e, VM_pgdeactivate, folio_nr_pages(f));
+    if (was_active || e->lru_gen_enabled) count(e, VM_pgdeactivate, folio_nr_pages(f));   /* MGLRU: every one */
 }
 
 /* lru_note_cost(): the scan balance's memory of recent I/O and rotations, decayed when the costs

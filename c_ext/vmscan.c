@@ -85,7 +85,10 @@ int folio_referenced(struct km_emu *e, folio_id id, uint32_t *vm_flags)
         int64_t first, n;
         if (!v->alive || !folio_vma_range(f, v, anon, &first, &n)) continue;
         int young = 0, mapped = 0;
-        scan_ptes(v->pte + first, n, anon, &mapped, &young);
+        if (e->lru_gen_enabled && !(v->flags & (VM_SEQ_READ | VM_RAND_READ | MAP_F_LOCKED)))
+            young = lru_gen_referenced_ptes(e, id, o->vmas[i], first, n, anon, &mapped);   /* look-around */
+        else
+            scan_ptes(v->pte + first, n, anon, &mapped, &young);
         if (!mapped) continue;
         if (v->flags & MAP_F_LOCKED) { *vm_flags |= MAP_F_LOCKED; return 1; }
         if (v->flags & (VM_SEQ_READ | VM_RAND_READ)) continue;
@@ -201,7 +204,8 @@ int folio_evict(struct km_emu *e, folio_id id)
 }
 
 /* shrink_folio_list(): decide each isolated folio's fate. Survivors go back to the lists (the
- * move_folios_to_lru() half lives here too). Returns pages reclaimed; *nr_pageout pages written. */
+ * move_folios_to_lru() half lives here too; with sc->lru_gen_keep, MGLRU's evict_folios() takes them
+ * back instead). Returns pages reclaimed; *nr_pageout pages written. */
 static int64_t shrink_folio_list(struct km_emu *e, folio_id *list, int64_t n, struct scan_control *sc,
                                  int64_t *nr_pageout, int64_t *nr_activate)
 {
@@ -213,7 +217,10 @@ static int64_t shrink_folio_list(struct km_emu *e, folio_id *list, int64_t n, st
         /* folio_trylock() fails on a folio under read (readahead): keep, references untouched */
         int busy = (f->flags & PG_locked) != 0;
         enum folio_references ref = busy ? FOLIOREF_KEEP
-                                  : sc->ignore_references ? FOLIOREF_RECLAIM : folio_check_references(e, id);
+                                  : sc->ignore_references ? FOLIOREF_RECLAIM
+                                  /* MGLRU: folio_update_gen() tried to promote this page? (keep_locked) */
+                                  : e->lru_gen_enabled && f->mapcount > 0 && (f->flags & PG_referenced) ? FOLIOREF_KEEP
+                                  : folio_check_references(e, id);
         if ((ref == FOLIOREF_RECLAIM || ref == FOLIOREF_RECLAIM_CLEAN) && e->policy->reclaim_candidate &&
             !sc->ignore_references && !e->policy->reclaim_candidate(e, id, sc)) {
             sc->deferred += nr;
@@ -246,9 +253,17 @@ static int64_t shrink_folio_list(struct km_emu *e, folio_id *list, int64_t n, st
                 workingset_age_nonresident(e, nr);       /* move_folios_to_lru() */
             }
         }
+        if (sc->lru_gen_keep) { list[sc->nr_kept++] = id; continue; }   /* evict_folios() puts it back */
         lruvec_add_folio(e, id, folio_lru_list(f));
     }
     return reclaimed;
+}
+
+/* shrink_folio_list() for MGLRU's evict_folios() (lru_gen.c); the classic callers keep theirs static */
+int64_t lru_gen_shrink_folio_list(struct km_emu *e, folio_id *list, int64_t n, struct scan_control *sc,
+                                  int64_t *nr_pageout, int64_t *nr_activate)
+{
+    return shrink_folio_list(e, list, n, sc, nr_pageout, nr_activate);
 }
 
 /* isolate_lru_folios(): take up to nr_to_scan pages' worth from the tail. */
@@ -433,6 +448,7 @@ static void shrink_lruvec(struct km_emu *e, struct scan_control *sc)
 /* prepare_scan_control() + shrink_node() */
 static void shrink_node(struct km_emu *e, struct scan_control *sc)
 {
+    if (e->lru_gen_enabled) { lru_gen_shrink_node(e, sc); return; }   /* lru_gen.c */
     sc->anon_cost = e->anon_cost;
     sc->file_cost = e->file_cost;
     /* refaults since the last cycle mean a new workingset: deactivate stale active pages */
@@ -528,6 +544,7 @@ int64_t balance_pgdat(struct km_emu *e)
     int64_t total = 0;
     count(e, VM_reclaim_runs, 1);
     while (free_pages(e) < e->wmark_high && sc.priority >= 1) {
+        if (e->lru_gen_enabled) lru_gen_age_node(e, &sc);   /* kswapd_age_node() */
         sc.nr_to_reclaim = e->wmark_high > SWAP_CLUSTER_MAX ? e->wmark_high : SWAP_CLUSTER_MAX;
         sc.nr_scanned = 0;
         int64_t before = sc.nr_reclaimed;
@@ -547,7 +564,10 @@ int64_t reclaim_pages(struct km_emu *e, folio_id *ids, int64_t n)
     struct scan_control sc = {0};
     sc.may_swap = 1; sc.may_unmap = 1; sc.ignore_references = 1; sc.who = RECLAIM_DIRECT;
     int64_t nr_pageout = 0, nr_activate = 0;
-    for (int64_t i = 0; i < n; i++) lruvec_del_folio(e, ids[i]);
+    for (int64_t i = 0; i < n; i++) {
+        lruvec_del_folio(e, ids[i]);
+        if (e->lru_gen_enabled) e->folios[ids[i]].flags &= ~PG_active;   /* folio_clear_active() */
+    }
     int outer = e->in_sync_reclaim;
     e->in_sync_reclaim = 1;                          /* the madvise caller compresses */
     int64_t r = shrink_folio_list(e, ids, n, &sc, &nr_pageout, &nr_activate);

@@ -71,9 +71,13 @@ void km_phase_counters(struct km_emu *e, uint64_t *out)
 
 void timeline_sample(struct km_emu *e, int64_t t)
 {
-    if (e->tl_rows == e->tl_cap) {
-        e->tl_cap = e->tl_cap ? e->tl_cap * 2 : 1024;
-        e->tl = realloc(e->tl, sizeof(int64_t) * TL_WIDTH * e->tl_cap);
+    if (e->tl_rows == e->tl_cap) {             /* a row per sample: grows with the trace's time span */
+        if (e->nomem) return;
+        int64_t cap = e->tl_cap ? e->tl_cap * 2 : 1024;
+        int64_t *tl = realloc(e->tl, sizeof(int64_t) * TL_WIDTH * (size_t)cap);
+        if (!tl) { e->nomem = 1; return; }        /* km_replay() fails with "out of memory" */
+        e->tl = tl;
+        e->tl_cap = cap;
     }
     int64_t *row = e->tl + e->tl_rows++ * TL_WIDTH;
     row[0] = t;

@@ -9,6 +9,7 @@ void workingset_age_nonresident(struct km_emu *e, int64_t nr) { e->nonresident_a
 /* workingset_eviction(): remember when the folio left (bucket_order 0: we have the bits). */
 uint64_t workingset_eviction(struct km_emu *e, folio_id id)
 {
+    if (e->lru_gen_enabled) return lru_gen_eviction(e, id);    /* workingset_lru_gen.c */
     struct folio *f = &e->folios[id];
     uint64_t eviction = e->nonresident_age & ~(SHADOW_PRESENT | SHADOW_WORKINGSET);
     workingset_age_nonresident(e, folio_nr_pages(f));
@@ -33,6 +34,7 @@ static int workingset_test_recent(struct km_emu *e, uint64_t shadow, int file)
 /* workingset_refault(): called as the folio is added back, before it joins the LRU. */
 void workingset_refault(struct km_emu *e, folio_id id, uint64_t shadow)
 {
+    if (e->lru_gen_enabled) { lru_gen_refault(e, id, shadow); return; }   /* workingset_lru_gen.c */
     struct folio *f = &e->folios[id];
     int file = folio_is_file_lru(f);
     int nr = folio_nr_pages(f);

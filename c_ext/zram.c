@@ -22,14 +22,30 @@ static const struct zram_class zram_algos[] = {
 };
 #define NR_ALGOS (int)(sizeof zram_algos / sizeof zram_algos[0])
 
+/* Not the kernel's: the emulator's own arrays for the device's slots grow as slots are first used
+ * (km_new() checked disksize <= KM_MAX_SWAP_SLOTS), so a large disksize costs nothing until it is
+ * filled. */
 void zram_init(struct km_emu *e)
 {
     e->zram_disk_pages = e->cfg.zram_pages;
-    if (!e->zram_disk_pages) return;
-    e->zram_size = calloc(e->zram_disk_pages, sizeof(int32_t));
-    e->zram_free = malloc(sizeof(int32_t) * e->zram_disk_pages);
-    for (int64_t i = 0; i < e->zram_disk_pages; i++) e->zram_free[i] = (int32_t)(e->zram_disk_pages - 1 - i);
     e->zram_nr_free = e->zram_disk_pages;
+}
+
+/* The next free slot: the last freed, else the lowest never used; -1 if the arrays cannot grow. */
+static int32_t zram_slot_get(struct km_emu *e)
+{
+    if (e->zram_nr_stack) return e->zram_free[--e->zram_nr_stack];
+    if (e->zram_next == e->zram_cap) {
+        int64_t cap = e->zram_cap ? e->zram_cap * 2 : 4096;
+        if (cap > e->zram_disk_pages) cap = e->zram_disk_pages;
+        int32_t *size = realloc(e->zram_size, sizeof(int32_t) * (size_t)cap);
+        if (size) e->zram_size = size;
+        int32_t *fr = size ? realloc(e->zram_free, sizeof(int32_t) * (size_t)cap) : NULL;
+        if (!fr) { e->nomem = 1; return -1; }
+        e->zram_free = fr;
+        e->zram_cap = cap;
+    }
+    return (int32_t)e->zram_next++;
 }
 
 /* zs_malloc() size for a compressed length: handle, minimum, 16-byte size classes. */
@@ -57,7 +73,9 @@ int zram_write(struct km_emu *e, int cls, int32_t *slot)
 {
     if (!e->zram_nr_free) return -1;
     int algo = e->cfg.zram_algo >= 0 && e->cfg.zram_algo < NR_ALGOS ? e->cfg.zram_algo : 0;
-    int32_t s = e->zram_free[--e->zram_nr_free];
+    int32_t s = zram_slot_get(e);
+    if (s < 0) return -1;                               /* out of memory: km_replay() fails */
+    e->zram_nr_free--;
     if (cls == CLASS_ZERO && e->cfg.swap_zeromap) {
         e->zram_size[s] = ZEROMAP_SLOT;
         e->zram_used_slots++;
@@ -95,6 +113,7 @@ void zram_free_slot(struct km_emu *e, int32_t slot)
     }
     e->zram_size[slot] = 0;
     e->zram_used_slots--;
-    e->zram_free[e->zram_nr_free++] = slot;
+    e->zram_nr_free++;
+    e->zram_free[e->zram_nr_stack++] = slot;
 }
 

@@ -7,6 +7,9 @@ from pathlib import Path
 import click
 
 from ..core.data import DEFAULT_DEVICE, SCENARIOS
+from ..core.limits import MIN_DEVICE_MEM_BYTES, check_mem
+from ..core.paths import input_file, output_dir
+from ..core.units import parse_size
 from . import options
 
 BUNDLED = SCENARIOS / "kv-prealloc-small.toml"
@@ -20,18 +23,24 @@ BUNDLED = SCENARIOS / "kv-prealloc-small.toml"
 @click.option("--mem", "mems", multiple=True, default=("2G", "640M"), show_default=True,
               help="memory for the trace (RAM); repeat for several runs (default: roomy, then tight)")
 @click.option("--zram", default="zstd:1G", show_default=True)
+@options.lru
 @options.kv_manager
 @click.option("-o", "--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="also write the report (summary.csv, plots, report.html) here")
-def demo(path, policies, device_name, mems, zram, kv_manager, out_dir):
+def demo(path, policies, device_name, mems, zram, lru, kv_manager, out_dir):
     """Compare stock, IS, DW and IS+DW on the bundled small scenario and print the table."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device as devmod
     from ..report import compare as cmpmod
     from ..report.tables import describe, table_text
+    if out_dir is not None:
+        output_dir(out_dir)
+    input_file(path, "--scenario", "scenario .toml file")
     pols = cmpmod.parse_policies(policies)
-    dev = devmod.load(device_name)
-    cfgs = [cmpmod.base_config(dev, mem=m, zram=zram) for m in mems]     # all checked before any work
+    for m in mems:
+        check_mem(parse_size(m, "--mem"), "--mem", m, MIN_DEVICE_MEM_BYTES)
+    dev = devmod.load(options.device_arg(device_name))
+    cfgs = [cmpmod.base_config(dev, mem=m, zram=zram, lru=lru) for m in mems]     # all checked before any work
     wl = cmpmod.load_workload(path, kv_manager=kv_manager)
     for i, (mem, cfg) in enumerate(zip(mems, cfgs)):
         cmp = cmpmod.run(wl, pols, dev, cfg)

@@ -8,6 +8,7 @@ import os
 import click
 
 from ..core.errors import InputError
+from ..core.paths import output_dir
 
 
 @click.command()
@@ -16,7 +17,10 @@ from ..core.errors import InputError
 @click.option("--quick", is_flag=True, help="a corner of the grid, in seconds (each experiment says which)")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="change the grid, e.g. --set contexts=8193,16385 --set remaining=0.5 (repeatable)")
-def experiment(name, out_dir, quick, overrides):
+@click.option("--scheduler", default=None, help="run the grid's cells on Dask: local (a LocalCluster here) or "
+              "tcp://HOST:PORT [default: this process] (kmemsim/sweep/experiments.py)")
+@click.option("--workers", type=int, default=None, help="with --scheduler local: worker processes [default: one per core]")
+def experiment(name, out_dir, quick, overrides, scheduler, workers):
     """Run a seed paper's experiment (NAME), or `list` them."""
     from .. import experiment as ex     # here, not at the top: `kmemsim --help` loads no pandas or C core
     if name == "list":
@@ -24,8 +28,11 @@ def experiment(name, out_dir, quick, overrides):
             click.echo(f"{n:24s} {m.TITLE}")
         return
     mod = ex.get(name)
-    if not out_dir:
+    if out_dir is None:
         raise InputError("give -o DIR for the experiment's outputs")
-    df = mod.run(out_dir, quick=quick, overrides=overrides, progress=lambda s: click.echo(s, err=True))
+    output_dir(out_dir)
+    from ..sweep import experiments as on_runner     # here: as above; Dask loads only with --scheduler
+    df = on_runner.run(mod, out_dir, quick=quick, overrides=overrides, scheduler=scheduler, workers=workers,
+                       progress=lambda s: click.echo(s, err=True))
     click.echo(f"{len(df)} rows in {df.attrs.get('wall_s', 0):.1f} s; wrote {out_dir}/: "
                + " ".join(sorted(os.listdir(out_dir))))

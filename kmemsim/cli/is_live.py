@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import click
 
+from ..core.paths import output_dir
+
 
 @click.command("is-live")
 @click.argument("model", type=click.Path(dir_okay=False))
@@ -26,6 +28,9 @@ import click
 def is_live(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram, swappiness, variant, out_dir):
     """IS (Initial KV cache Swap) on the live kernel against the emulator."""
     from ..validate import live_is as L   # here, not at the top: `kmemsim --help` loads no pandas
+    from ..validate.reference import check_args
+    output_dir(out_dir)
+    check_args(model, prompt, decode, ctx, batch, ubatch, threads, str(mem_limit), zram, swappiness)
     df = L.compare(model, prompt, decode, ctx, mem_limit, out_dir, variant, zram, swappiness, batch, ubatch,
                    threads, progress=lambda m: click.echo(m, err=True))
     click.echo(L.markdown(df, df.attrs["meta"]))

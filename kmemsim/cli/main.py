@@ -6,9 +6,17 @@ wrong>`, on stderr and exit 2, with no traceback and nothing on stdout.
 """
 from __future__ import annotations
 
+import errno
+
 import click
 
 from ..core.errors import InputError
+
+# OSErrors that say the machine refused a write or a read the door's checks could not foresee (a
+# disk that fills up during the run, a file system turned read-only): one line too, no traceback.
+# Outputs are written whole or not at all (core/atomic.py), so nothing half-written stays.
+_IO_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG,
+              errno.EFBIG, errno.EIO, errno.ENOENT, errno.ENOTDIR, errno.EISDIR}
 
 
 class OneLineError(click.ClickException):
@@ -46,6 +54,14 @@ class KmemsimGroup(click.Group):
             raise
         except click.UsageError as e:
             raise _usage(e) from None
+        except OSError as e:
+            if e.errno not in _IO_ERRNOS:
+                raise
+            where = f"{e.filename}: " if e.filename else ""
+            raise OneLineError(f"{where}{e.strerror}") from None
+        except MemoryError:
+            raise OneLineError("out of memory: the input asks for more than this machine has; "
+                               "give smaller sizes or counts") from None
 
 
 @click.group(cls=KmemsimGroup)

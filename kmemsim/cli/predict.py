@@ -7,6 +7,8 @@ import json
 import click
 
 from ..core.errors import InputError
+from ..core.limits import MAX_PERIOD_S, MAX_THREADS, check_int, check_zram_size
+from ..core.units import parse_size
 from . import options
 
 
@@ -34,16 +36,30 @@ def predict(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram,
             stats_flush_ms, stats_flush_phase_ms, kv_manager, as_json):
     """Predict storage reads, evictions, faults, swap and peak memory of a llama.cpp run."""
     # here, not at the top: `kmemsim --help` loads no pandas or C core
+    from ..engine.kernel import POLICIES, ZRAM_ALGOS
     from ..validate import predict as P
     from ..validate.reference import METRICS, model_size, parse_limits
-    if decode < 0:
-        raise InputError(f"--decode must not be negative (got {decode})")
+    from ..workload.gguf_layout import read_layout
+    from ..workload.llama import check_request
+    check_request(prompt, decode, ctx, batch, ubatch)
+    check_int(threads, "--threads", 1, MAX_THREADS)
+    options.swappiness_ok(swappiness)
+    if policy not in POLICIES:
+        raise InputError(f"--policy {policy!r}: unknown; known: {', '.join(POLICIES)}")
+    algo, sep, size = zram.partition(":")
+    if not sep or algo not in ZRAM_ALGOS:
+        raise InputError(f"--zram {zram!r}: expected ALGO:SIZE with ALGO one of {', '.join(ZRAM_ALGOS)} (e.g. lz4:4G)")
+    check_zram_size(parse_size(size, "--zram size"), "--zram size", size)
     lims = parse_limits(mem_limit, model_size(model))
     if len(lims) != 1:
         raise InputError("--mem-limit: give one limit")
+    if stats_flush_ms is not None:
+        options.number_ok(stats_flush_ms, "--stats-flush-ms", 0, MAX_PERIOD_S * 1e3)
+    options.number_ok(stats_flush_phase_ms, "--stats-flush-phase-ms", 0, MAX_PERIOD_S * 1e3)
     flush = P.FLUSH_TIME_MS if stats_flush_ms is None else stats_flush_ms
     if not 0 <= stats_flush_phase_ms <= flush:
         raise InputError(f"--stats-flush-phase-ms {stats_flush_phase_ms:g}: expected 0..{flush:g} (the flush period)")
+    read_layout(model)
     out = P.predict(model, prompt, decode, ctx, lims[0][1], batch, ubatch, threads, zram, swappiness, policy,
                     stats_flush_ms=flush, stats_flush_phase_ms=stats_flush_phase_ms, kv_manager=kv_manager)
     if as_json:

@@ -9,6 +9,7 @@ import click
 
 from ..core.atomic import atomic_write
 from ..core.errors import InputError
+from ..core.paths import output_dir, output_file
 
 
 @click.command()
@@ -24,11 +25,11 @@ def profile(out, storage_dir, quick, fio):
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device
     from ..live import profile as prof
-    p = Path(out)
-    if not p.parent.is_dir():
-        raise InputError(f"-o {out}: directory {p.parent} does not exist")
-    if storage_dir is not None and not Path(storage_dir).is_dir():
-        raise InputError(f"--dir {storage_dir}: not a directory")
+    p = Path(output_file(out))       # writable now, not after a minute of measuring
+    if storage_dir is not None:
+        if not Path(storage_dir).is_dir():
+            raise InputError(f"--dir {storage_dir}: not a directory")
+        output_dir(storage_dir, "--dir")
     m = prof.measure(progress=lambda s: click.echo(f"  {s}", err=True), storage_dir=storage_dir, quick=quick,
                      fio=fio)
     text = prof.to_toml(m)

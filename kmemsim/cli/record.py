@@ -4,7 +4,23 @@ import sys
 
 import click
 
+from ..core.errors import InputError
+from ..core.limits import MAX_PERIOD_S, MAX_PID, MAX_SECONDS, check_int, check_mem
+from ..core.paths import output_dir
+from ..core.units import parse_size
 from ..live.samplers import INTERVAL_S
+from .options import number_ok, swappiness_ok
+
+
+def check_periods(interval, smaps_interval, memcg_interval, out):
+    """What `run` and `record` share, checked before anything on the machine changes: the periods
+    (finite; click's float lets nan and inf through) and RUNDIR (new or empty, and writable)."""
+    number_ok(interval, "--interval", 0, MAX_PERIOD_S)
+    if interval <= 0:
+        raise InputError(f"--interval {interval}: expected a positive number of seconds")
+    number_ok(smaps_interval, "--smaps-interval", 0, MAX_PERIOD_S)
+    number_ok(memcg_interval, "--memcg-interval", 0, MAX_PERIOD_S)
+    output_dir(out, "-o", empty=True)
 
 
 def sampling_options(f):
@@ -36,6 +52,13 @@ def run(mem_limit, zram, swappiness, drop_caches, interval, smaps_interval, memc
     Everything set up for the run is undone afterwards, also on failure or Ctrl-C.
     Exits with COMMAND's status (130 if interrupted)."""
     from ..live import recorder       # here: `kmemsim --help` loads no pandas
+    check_periods(interval, smaps_interval, memcg_interval, out)
+    if mem_limit is not None:
+        check_mem(parse_size(mem_limit, "--mem-limit"), "--mem-limit", mem_limit)
+    if zram is not None:
+        from ..validate.reference import check_live_zram   # here: the live runs' check (loads pandas)
+        check_live_zram(zram)
+    swappiness_ok(swappiness)
     sys.exit(recorder.run_command(list(command), out, mem_limit=mem_limit, zram=zram, swappiness=swappiness,
                                   drop_caches=drop_caches, interval=interval, smaps_interval=smaps_interval,
                                   memcg_interval=memcg_interval))
@@ -49,5 +72,11 @@ def run(mem_limit, zram, swappiness, drop_caches, interval, smaps_interval, memc
 def record(pid, duration, interval, smaps_interval, memcg_interval, out):
     """Attach to a running process and record it into RUNDIR; changes nothing on the machine."""
     from ..live import recorder       # here: `kmemsim --help` loads no pandas
+    check_periods(interval, smaps_interval, memcg_interval, out)
+    check_int(pid, "--pid", 1, MAX_PID)
+    if duration is not None:
+        number_ok(duration, "--duration", 0, MAX_SECONDS)
+        if duration <= 0:
+            raise InputError(f"--duration {duration}: expected a positive number of seconds")
     sys.exit(recorder.record_pid(pid, out, duration=duration, interval=interval, smaps_interval=smaps_interval,
                                  memcg_interval=memcg_interval))

@@ -13,6 +13,8 @@ import click
 import numpy as np
 
 from ..core.errors import InputError
+from ..core.limits import check_zram_size
+from ..core.paths import input_file
 from ..core.units import PAGE_SIZE, format_size, parse_size
 
 # The counters the table shows first, in this order (names as in /proc/vmstat and zram's mm_stat);
@@ -34,16 +36,16 @@ def check_zram(spec: str) -> str:
     algo, sep, size = spec.partition(":")
     if not sep or not algo or not size:
         raise InputError(f"--zram: expected ALGO:SIZE such as lz4:2G, got {spec!r}")
-    parse_size(size, "--zram size")
+    check_zram_size(parse_size(size, "--zram size"), "--zram size", size)
     return spec
 
 
-def build_config(mem, memcg_limit, swappiness, zram, policy):
+def build_config(mem, memcg_limit, swappiness, zram, policy, lru="classic"):
     """Check the options and return the Config keyword arguments (sizes in bytes)."""
     if mem is None and memcg_limit is None:
         raise InputError("give the memory to emulate: --mem SIZE (device RAM) or "
                          "--memcg-limit SIZE (a memory cgroup limit)")
-    kw = {"swappiness": swappiness, "policy": policy}
+    kw = {"swappiness": swappiness, "policy": policy, "lru": lru}
     if mem is not None:
         kw["mem"] = _whole_pages(parse_size(mem, "--mem"), "--mem", mem)
     if memcg_limit is not None:
@@ -106,8 +108,10 @@ def format_table(summary: dict, header: list[tuple[str, str]]) -> str:
 @click.option("--zram", metavar="ALGO:SIZE", help="zram swap device, e.g. lz4:2G (default: no swap).")
 @click.option("--policy", default="stock", show_default=True,
               help="Reclaim policy; 'lru' is a plain one-list LRU for cross-checks with libCacheSim.")
+@click.option("--lru", type=click.Choice(["classic", "mglru"]), default="classic", show_default=True,
+              help="the active/inactive lists or the multi-generational LRU (docs/mglru.md)")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def replay(trace, mem, memcg_limit, swappiness, zram, policy, as_json):
+def replay(trace, mem, memcg_limit, swappiness, zram, policy, lru, as_json):
     """Replay TRACE (kmemsim Parquet, libCacheSim oracleGeneral, or csv of object ids) through the
     emulator and print the kernel's counters.
 
@@ -115,7 +119,8 @@ def replay(trace, mem, memcg_limit, swappiness, zram, policy, as_json):
     it; `--policy lru --mem SIZE --json` gives `accesses` and `misses` comparable with libCacheSim's
     LRU at a capacity of SIZE / 4 KiB objects.
     """
-    kw = build_config(mem, memcg_limit, swappiness, zram, policy)
+    kw = build_config(mem, memcg_limit, swappiness, zram, policy, lru)
+    input_file(trace, expected="trace file")
     # here, not at the top: `kmemsim --help` loads no pandas or C core
     from ..workload.libcachesim_io import load_any
     try:

@@ -28,8 +28,14 @@ from . import options
 def scenario(file, out, overrides, plan_only, kv_manager, device_name):
     """Put the apps, switches, kills and LLM requests of FILE.toml on one timeline."""
     # here, not at the top: `kmemsim --help` loads no pandas or C core
+    from ..core.paths import output_file
     from ..core.trace import save
     from ..workload import scenario as sc
+    if not plan_only:
+        if out is None:
+            raise click.UsageError("missing option '-o' / '--output' (or give --plan)")
+        output_file(out)
+    options.device_arg(device_name)
     if kv_manager is not None:          # the file's llm.kv_manager, as --set would set it
         overrides = (*overrides, f"llm.kv_manager={kv_manager}")
     s = sc.load(file, overrides)
@@ -37,8 +43,6 @@ def scenario(file, out, overrides, plan_only, kv_manager, device_name):
         p = sc.plan(s)
         click.echo(json.dumps(sc.plan_dict(s, p), indent=1))
         return
-    if not out:
-        raise click.UsageError("missing option '-o' / '--output' (or give --plan)")
     from ..engine.time import device as devmod      # here too: the C core and pandas load late
     tr = sc.build(s, device=devmod.load(device_name) if device_name else None)
     save(tr, out)

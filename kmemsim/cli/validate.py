@@ -9,7 +9,10 @@ import os
 import click
 
 from ..core.errors import InputError
+from ..core.limits import MAX_PERIOD_S
+from ..core.paths import output_dir
 from ..live.samplers import INTERVAL_S
+from .options import number_ok
 
 
 @click.command()
@@ -40,6 +43,8 @@ def validate(models, prompt, decode, ctx, batch, ubatch, threads, limits, zram, 
     from ..validate import run as V
     from ..validate.markdown import grid_markdown, markdown, score_markdown
     from ..validate.reference import check_args
+    output_dir(out_dir)
+    number_ok(memcg_interval, "--memcg-interval", 0, MAX_PERIOD_S)
     for m in models:                     # every model checked before the first live run
         check_args(m, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
     stems = [os.path.splitext(os.path.basename(m))[0] for m in models]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -11,6 +12,8 @@ import click
 from ..core import trace as tr_mod
 from ..core.data import DEFAULT_DEVICE
 from ..core.errors import InputError
+from ..core.limits import MAX_U32, check_int
+from ..core.paths import output_file
 from ..workload.presets import PRESETS
 from . import options
 
@@ -43,6 +46,9 @@ def synth_cmd(out, preset, layers, layers_override, dim, ffn, heads, kv_heads, v
     """Write a random-weight GGUF that llama.cpp loads and generates with."""
     # here, not at the top: `kmemsim --help` loads no gguf (0.2 s)
     from ..workload import synth
+    if not layout_only:
+        output_file(out)
+    check_int(seed, "--seed", 0, (1 << 63) - 1)
     shape = dict(n_embd=dim, n_ff=ffn, n_head=heads, n_head_kv=kv_heads, n_vocab=vocab, head_dim=head_dim,
                  arch=arch, n_expert=experts, n_expert_used=experts_used, tied=tied)
     lay = layers_override if layers_override is not None else layers
@@ -53,6 +59,10 @@ def synth_cmd(out, preset, layers, layers_override, dim, ffn, heads, kv_heads, v
         click.echo(L.table().to_string(index=False))
         click.echo(f"file size {L.file_size:,} bytes, {len(L.tensors)} tensors")
         return
+    L = synth.layout_from_preset(preset, wtype, lay, **shape)     # the shape checked, the size known
+    free = shutil.disk_usage(os.path.dirname(os.path.abspath(out))).free
+    if L.file_size > free:
+        raise InputError(f"{out}: the model is {L.file_size:,} bytes, more than the {free:,} bytes free there")
     t = time.time()
     synth.write_model(out, preset, wtype, lay, seed=seed, progress=sys.stderr.isatty(), **shape)
     click.echo(f"{out}: {os.path.getsize(out):,} bytes in {time.time() - t:.1f} s")
@@ -109,7 +119,12 @@ def workload_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device
     from ..workload import llama as lw
-    tm = device.load(device_name).time_model()
+    from ..workload.llama.routing import zipf_exponent
+    output_file(out)
+    lw.check_request(prompt, decode, ctx, batch, ubatch, seqs, requests, pid)
+    zipf_exponent(moe_routing)
+    check_int(seed, "--seed", 0, (1 << 63) - 1)
+    tm = device.load(options.device_arg(device_name)).time_model()
     if layout_preset:
         from ..workload.synth import layout_from_preset   # gguf: 0.2 s, only for a preset
         model_obj = layout_from_preset(layout_preset, wtype, layers)
@@ -137,7 +152,11 @@ def trace_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mo
                 repack, seed, out):
     """Run real llama.cpp (llama-cpp-python) with cb_eval and record the weights each graph node reads."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
+    from ..workload import llama as lw
     from ..workload.llama import cb_eval as llama_trace
+    output_file(out)
+    lw.check_request(prompt, decode, ctx, batch, ubatch)
+    check_int(seed, "--seed", 0, MAX_U32)
     tr, rec = llama_trace.trace(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch,
                                 flash_attn, repack not in ("none", "off"), seed)
     tr_mod.save(tr, out)

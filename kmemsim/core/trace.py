@@ -14,6 +14,7 @@ import numpy as np
 
 from .atomic import atomic_path
 from .errors import InputError
+from .paths import input_file
 from .units import PAGE_SIZE
 
 SCHEMA_VERSION = 1
@@ -139,9 +140,45 @@ def concat(parts: list[np.ndarray] | list[dict]) -> dict:
     return {k: np.concatenate([p[k] for p in parts]).astype(dt) for k, dt in COLUMNS.items()}
 
 
+def _meta_list(meta, key, kind):
+    v = meta.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(x, kind) for x in v):
+        raise InputError(f"trace metadata {key!r} is not a list of "
+                         f"{'objects' if kind is dict else 'names'}")
+    return v
+
+
+def _meta_int(entry, key, where, lo, hi):
+    v = entry.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise InputError(f"trace metadata {where}: {key} = {v!r}, expected a whole number in {lo}..{hi:,}")
+    return v
+
+
+def validate_meta(meta) -> None:
+    """The metadata block: files (unique ids, sizes in range), processes, maps, phases."""
+    if not isinstance(meta, dict):
+        raise InputError(f"trace metadata is a {type(meta).__name__}, expected an object")
+    ids = set()
+    for i, f in enumerate(_meta_list(meta, "files", dict)):
+        fid = _meta_int(f, "id", f"files[{i}]", 0, (1 << 32) - 1)
+        _meta_int(f, "pages", f"files[{i}]", 0, MAX_PAGES)
+        if not isinstance(f.get("path"), str):
+            raise InputError(f"trace metadata files[{i}]: path = {f.get('path')!r}, expected a string")
+        if fid in ids:
+            raise InputError(f"trace metadata files[{i}]: file id {fid} appears twice")
+        ids.add(fid)
+    for i, p in enumerate(_meta_list(meta, "processes", dict)):
+        _meta_int(p, "pid", f"processes[{i}]", -(1 << 31), (1 << 31) - 1)
+    for i, m in enumerate(_meta_list(meta, "maps", dict)):
+        _meta_int(m, "id", f"maps[{i}]", 0, (1 << 31) - 1)
+    _meta_list(meta, "phases", str)
+
+
 def validate(tr: Trace) -> None:
     """Check a trace before anything consumes it; raise InputError naming the first bad row."""
     c = tr.cols
+    validate_meta(tr.meta)
     missing = [k for k in COLUMNS if k not in c]
     if missing:
         raise InputError(f"trace lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
@@ -151,6 +188,10 @@ def validate(tr: Trace) -> None:
             raise InputError(f"trace column {k!r} has {len(c[k])} rows, column 't' has {n}")
         if not np.issubdtype(np.asarray(c[k]).dtype, np.integer):
             raise InputError(f"trace column {k!r} is {c[k].dtype}, expected integers ({np.dtype(dt)})")
+        info = np.iinfo(dt)
+        if n and (c[k].min() < info.min or c[k].max() > info.max):
+            bad = int(np.flatnonzero((c[k] < info.min) | (c[k] > info.max))[0])
+            raise InputError(f"trace row {bad}: {k} = {c[k][bad]} does not fit its column ({np.dtype(dt)})")
     for k, dt in COLUMNS.items():
         c[k] = np.ascontiguousarray(c[k], dtype=dt)
 
@@ -180,12 +221,16 @@ def validate(tr: Trace) -> None:
     first(mm & (c["arg"] != -1) & ~np.isin(c["arg"], known_files),
           "MMAP names a file not in the trace metadata (arg is a file id, or -1 for anonymous)")
     first(mm & (c["npages"] == 0), "MMAP of zero pages")
+    first(mm & ((c["flags"] >> CLASS_SHIFT) & 0xFF > max(PageClass)),
+          f"MMAP of an unknown page class (flags bits 8..15: 0..{int(max(PageClass))})")
     first(np.isin(op, FILE_ID_OPS)
           & ~np.isin(c["flags"].astype(np.int64), known_files),
           "FADVISE/FREAD/OPEN/DIO_READ/DIO_WRITE names a file not in the trace metadata (flags is the file id)")
     first((op == Op.READ) & (c["arg"] < 0), "READ with a negative chunk (arg: pages each thread takes, or 0)")
     first((op == Op.PHASE) & ((c["arg"] < 0) | (c["arg"] >= max(1, len(tr.meta.get("phases", []))))),
           "PHASE names a phase not in the trace metadata")
+    first(np.isin(op, [Op.PROC_START, Op.SET_OOM_ADJ]) & ((c["arg"] < -1000) | (c["arg"] > 1000)),
+          "oom_score_adj outside -1000..1000")
 
     # Every mapping is created once, before it is used, and accesses stay inside it.
     mids = c["map"]
@@ -232,25 +277,36 @@ def load(path: str) -> Trace:
     """Read and validate a kmemsim Parquet trace."""
     import pyarrow as pa                 # here, as in save(): 0.2 s to import (start-up)
     import pyarrow.parquet as pq
+    path = input_file(path, expected="kmemsim trace (.parquet)")
     try:
         table = pq.read_table(path)
+        names = table.column_names
     except FileNotFoundError:
         raise InputError(f"{path}: no such file")
-    except (pa.ArrowInvalid, OSError) as e:
-        raise InputError(f"{path}: not a readable Parquet trace ({str(e).splitlines()[0]})")
+    except (pa.ArrowException, OSError, ValueError) as e:     # ValueError: names not UTF-8
+        raise InputError(f"{path}: not a readable Parquet trace ({(str(e).splitlines() or [''])[0][:120]})")
     md = table.schema.metadata or {}
     if META_KEY not in md:
         raise InputError(f"{path}: Parquet file without kmemsim trace metadata; "
                          "write traces with kmemsim or convert them first")
-    meta = json.loads(md[META_KEY])
+    try:
+        meta = json.loads(md[META_KEY])
+    except (ValueError, RecursionError) as e:
+        raise InputError(f"{path}: its kmemsim trace metadata is not JSON ({(str(e).splitlines() or [''])[0][:80]})")
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: its kmemsim trace metadata is a {type(meta).__name__}, expected an object")
     ver = meta.pop("schema_version", None)
     if ver != SCHEMA_VERSION:
         raise InputError(f"{path}: trace schema version {ver}, this kmemsim reads version {SCHEMA_VERSION}")
     cols = {}
     for k in COLUMNS:
-        if k not in table.column_names:
+        if k not in names:
             raise InputError(f"{path}: trace lacks column {k!r}")
-        cols[k] = table.column(k).to_numpy()
+        try:
+            cols[k] = table.column(k).to_numpy()
+        except (pa.ArrowException, ValueError, TypeError) as e:
+            raise InputError(f"{path}: trace column {k!r} cannot be read as numbers "
+                             f"({(str(e).splitlines() or [''])[0][:80]})")
     tr = Trace(cols, meta)
     try:
         validate(tr)

@@ -8,6 +8,7 @@ import re
 import numpy as np
 
 from .errors import InputError
+from .limits import MAX_MEM_BYTES
 
 PAGE_SIZE = 4096         # the one page size (x86_64, arm64 Android: 4 KiB)
 
@@ -20,11 +21,12 @@ _UNITS = {"": 1, "B": 1,
 _SIZE_RE = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*([A-Za-z]*)\s*$")
 
 
-def parse_size(value, what: str = "size", allow_zero: bool = False) -> int:
+def parse_size(value, what: str = "size", allow_zero: bool = False, hi: int = MAX_MEM_BYTES) -> int:
     """Bytes from an int or a string with an optional K/M/G/T (or KiB/MiB/GiB/TiB, KB/MB/...) suffix.
 
     Fractions are allowed when they come to whole bytes ("1.5K" = 1536). Raises InputError naming
-    `what` for garbage, negative values, fractional bytes, and zero unless allow_zero.
+    `what` for garbage, negative values, fractional bytes, zero unless allow_zero, and sizes above
+    `hi` (by default the most memory a machine can have: kmemsim.core.limits).
     """
     if isinstance(value, bool):
         raise InputError(f"{what}: expected a size such as 512M or 2G, got {value!r}")
@@ -33,9 +35,10 @@ def parse_size(value, what: str = "size", allow_zero: bool = False) -> int:
     else:
         if not isinstance(value, str):
             raise InputError(f"{what}: expected a size such as 512M or 2G, got {value!r}")
-        m = _SIZE_RE.match(value)
+        m = _SIZE_RE.match(value) if len(value) <= 64 else None
         if not m or m.group(2).upper() not in _UNITS:
-            raise InputError(f"{what}: cannot read {value!r} as a size; "
+            shown = value if len(value) <= 64 else value[:40] + "..."
+            raise InputError(f"{what}: cannot read {shown!r} as a size; "
                              "write bytes or a number with K, M, G or T (e.g. 512M, 2GiB)")
         num, unit = m.group(1), _UNITS[m.group(2).upper()]
         if "." in num:
@@ -55,6 +58,10 @@ def parse_size(value, what: str = "size", allow_zero: bool = False) -> int:
         raise InputError(f"{what}: {value!r} is negative; sizes must be positive")
     if n == 0 and not allow_zero:
         raise InputError(f"{what}: {value!r} is zero; give a positive size")
+    if hi is not None and n > hi:
+        raise InputError(f"{what}: {value!r} is more than {format_size(hi)}, the most "
+                         + ("memory a machine can have (x86-64 addresses 64 TiB)" if hi == MAX_MEM_BYTES
+                            else "kmemsim takes here"))
     return n
 
 

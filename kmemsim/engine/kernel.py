@@ -13,12 +13,14 @@ from dataclasses import dataclass, field, asdict
 import numpy as np
 import pandas as pd
 
+from ..core import limits
 from ..core.errors import InputError
 from ..core.units import PAGE_SIZE
-from ..core.trace import FILE_ID_OPS, Op, Trace, validate
+from ..core.trace import FILE_ID_OPS, MapFlag, Op, Trace, validate
 from ..core.units import parse_size
 
 ZRAM_ALGOS = ("lzo-rle", "lzo", "lz4", "zstd")
+LRU_KINDS = ("classic", "mglru")    # Config.lru: the two-list LRU, or the multi-generational LRU (c_ext/lru_gen.c)
 
 
 def _load_core():
@@ -92,6 +94,11 @@ class Config:
     # when the first of those flushes falls (ms from the start; the kernel's timer is not the run's,
     # so it is the run's chance); before it the statistics are the new memcg's: nothing
     stats_flush_phase_ms: float = 0.0
+    # which LRU reclaim keeps: "classic" (active/inactive lists, CONFIG_LRU_GEN off or disabled) or
+    # "mglru" (the multi-generational LRU, c_ext/lru_gen.c: Android 14+ GKI kernels turn it on;
+    # docs/mglru.md), and MGLRU's /sys/kernel/mm/lru_gen/min_ttl_ms (0: off)
+    lru: str = "classic"
+    min_ttl_ms: float = 0.0
 
     def to_c(self, ffi):
         if self.policy not in POLICIES:
@@ -109,7 +116,25 @@ class Config:
                 raise InputError(f"--zram {self.zram!r}: expected ALGO:SIZE with ALGO one of "
                                  f"{', '.join(ZRAM_ALGOS)} (e.g. lz4:2G)")
             algo = ZRAM_ALGOS.index(name)
-            zram_pages = parse_size(size, "--zram size") // PAGE_SIZE
+            zram_pages = limits.check_zram_size(parse_size(size, "--zram size"), "--zram size", size) // PAGE_SIZE
+        # the kernel's knobs, as a device profile may set them (the C core refuses the rest too)
+        for name, v, lo, hi in (("min_free_kbytes", self.min_free_kbytes, -1, limits.MAX_KNOB_KB),
+                                ("watermark_scale_factor", self.watermark_scale_factor, 0,
+                                 limits.MAX_WATERMARK_SCALE_FACTOR),
+                                ("read_ahead_kb", self.read_ahead_kb, 0, limits.MAX_KNOB_KB),
+                                ("max_sectors_kb", self.max_sectors_kb, 0, limits.MAX_KNOB_KB),
+                                ("fault_around_bytes", self.fault_around_bytes, 0, limits.MAX_FAULT_AROUND_BYTES),
+                                ("max_folio_order", self.max_folio_order, 0, 9),
+                                ("threads", self.threads, 1, limits.MAX_THREADS),
+                                ("policy_param", self.policy_param, -limits.MAX_POLICY_PARAM,
+                                 limits.MAX_POLICY_PARAM)):
+            limits.check_int(v, name, lo, hi)
+        for name, v in (("io_latency_us", self.io_latency_us), ("io_read_gbps", self.io_read_gbps),
+                        ("swapin_us", self.swapin_us), ("zero_page_us", self.zero_page_us),
+                        ("swapout_us", self.swapout_us), ("file_folio_us", self.file_folio_us),
+                        ("scan_us", self.scan_us), ("sample_ms", self.sample_ms),
+                        ("stats_flush_ms", self.stats_flush_ms), ("stats_flush_phase_ms", self.stats_flush_phase_ms)):
+            limits.check_float(v, name, 0, limits.MAX_PERIOD_S * 1e6)
         c = ffi.new("struct km_config *")
         c.mem_pages = mem // PAGE_SIZE
         c.memcg_limit_pages = memcg // PAGE_SIZE
@@ -149,7 +174,39 @@ class Config:
         c.stats_flush_phase_ns = int(round(self.stats_flush_phase_ms * 1e6))
         c.policy = self.policy.encode()
         c.policy_param = int(self.policy_param)
+        if self.lru not in LRU_KINDS:
+            raise InputError(f"lru {self.lru!r}: expected one of {', '.join(LRU_KINDS)}")
+        limits.check_float(self.min_ttl_ms, "min_ttl_ms", 0, limits.MAX_PERIOD_S * 1e3)
+        if self.lru != "classic" or self.min_ttl_ms:     # (the classic lists leave both fields 0)
+            c.lru_gen = int(self.lru == "mglru")
+            c.lru_gen_min_ttl_ns = int(round(self.min_ttl_ms * 1e6))
         return c
+
+
+def lru_gen_state(emu) -> dict | None:
+    """MGLRU's state after a replay (km_lru_gen_state in c_ext/lru_gen.c), None with the classic lists:
+    max_seq and min_seq per type; per live generation (oldest first) its seq, pages and birth (trace
+    ns); the PID controller's per-tier counters by type (refaulted, evicted, protected and their
+    averages); and what the aging and eviction did (agings, mm walks, PTE tables walked and left out
+    by the Bloom filter, young PTEs the walks and look-arounds cleared, min_ttl OOM kills)."""
+    s = np.zeros(lib.KM_LRU_GEN_STATE, np.int64)
+    lib.km_lru_gen_state(emu, ffi.from_buffer("int64_t[]", s))
+    if not s[0]:
+        return None
+    max_seq, min_seq = int(s[1]), {"anon": int(s[2]), "file": int(s[3])}
+    gens = []
+    for seq in range(min(min_seq.values()), max_seq + 1):
+        g = seq % 4
+        gens.append({"seq": seq, "anon": int(s[4 + 2 * g]) if seq >= min_seq["anon"] else 0,
+                     "file": int(s[5 + 2 * g]) if seq >= min_seq["file"] else 0, "birth_ns": int(s[12 + g])})
+    tiers = lambda base: {t: [int(x) for x in s[base + 4 * i: base + 4 * i + 4]] for i, t in enumerate(("anon", "file"))}
+    names = ("mm_seq", "agings", "mm_walks", "tables_walked", "tables_filtered", "walk_young", "look_arounds",
+             "look_around_young", "min_ttl_ooms", "min_ttl_ns", "pid_chose_anon", "pid_chose_file", "anon_behind",
+             "type_fallbacks")
+    return {"max_seq": max_seq, "min_seq": min_seq, "gens": gens,
+            "avg_refaulted": tiers(16), "avg_total": tiers(24), "refaulted": tiers(32), "evicted": tiers(40),
+            "protected": {t: [0] + [int(x) for x in s[48 + 3 * i: 51 + 3 * i]] for i, t in enumerate(("anon", "file"))},
+            **{n: int(s[54 + i]) for i, n in enumerate(names)}}
 
 
 def _unique_inverse(x: np.ndarray):
@@ -172,6 +229,31 @@ def _unique_inverse(x: np.ndarray):
     return (np.flatnonzero(present) + lo).astype(x.dtype), rank[off]
 
 
+def core_bytes(trace: Trace, files: list, c) -> int:
+    """What the C core will allocate for a trace (c_ext/mmap.c, replay.c, zram.c, page_alloc.c): per
+    file page a page-cache slot and a shadow entry (12 bytes), per mapped page a PTE byte, and for
+    each anonymous or private mapping an object of 16 bytes a page; a folio struct and its clocks
+    (48 bytes) per page that can be resident at once, per swap slot used 8, and the timeline."""
+    col = trace.cols
+    mm = col["op"] == Op.MMAP
+    npg = col["npages"][mm].astype(np.int64)
+    anon = (col["arg"][mm] < 0) | ((col["flags"][mm] & MapFlag.SHARED) == 0)
+    mapped = int(npg.sum())
+    anon_pages = int(npg[anon].sum())
+    file_pages = sum(int(f["pages"]) for f in files)
+    limit = min(x for x in (c.mem_pages or 1 << 62, c.memcg_limit_pages or 1 << 62))
+    resident = min(limit, mapped + file_pages)
+    # the timeline: a row of every counter and gauge per sample over the trace's span (and per
+    # phase), held by the core and copied out: twice its 8 bytes a value
+    t = col["t"]
+    rows = int(np.count_nonzero(col["op"] == Op.PHASE)) + 2
+    if len(t) and c.sample_ns > 0:
+        rows += (int(t[-1]) - int(t[0])) // c.sample_ns
+    timeline = 2 * 8 * (2 + len(COUNTERS) + len(GAUGES)) * rows
+    return (12 * file_pages + mapped + 16 * anon_pages + 48 * resident + 8 * min(anon_pages, c.zram_pages)
+            + timeline)
+
+
 class PageState:
     """Bits of Result.page_states (km_file_page_states in c_ext/replay.c)."""
     RESIDENT, ACTIVE, UNEVICTABLE, REFERENCED, SHADOW = 1, 2, 4, 8, 16
@@ -187,6 +269,7 @@ class Result:
     page_states: dict = field(default_factory=dict)   # path -> per-page bits (PageState)
     config: dict = field(default_factory=dict)
     kills: pd.DataFrame = None             # pid, t (trace ns), by ("oom" or "lmkd"), reason: the tasks killed
+    lru_gen: dict = None                   # MGLRU's state at the end (lru_gen_state()); None with the classic lists
 
 
 class Emulator:
@@ -226,11 +309,14 @@ class Emulator:
         file_pages = np.array([int(f["pages"]) for f in files], np.int64)
         phases = list(trace.meta.get("phases", []))
 
+        limits.check_memory(core_bytes(trace, files, self._c), f"the trace ({len(trace):,} events)")
         emu = lib.km_new(self._c, len(files), ffi.from_buffer("int64_t[]", file_pages),
                          len(phases), len(pids))
         if emu == ffi.NULL:
-            raise InputError(f"unknown policy {self.config.policy!r}")
+            raise InputError("out of memory: the emulator cannot be allocated")
         try:
+            if lib.km_failed(emu):
+                raise InputError("the emulator refuses the trace: " + ffi.string(lib.km_error(emu)).decode())
             cols = {k: np.ascontiguousarray(v) for k, v in
                     dict(t=c["t"], task=task, op=c["op"], map=mapcol, page=c["page"],
                          npages=c["npages"], arg=arg, flags=flags).items()}
@@ -298,4 +384,5 @@ class Emulator:
                                 "pages_deleted": fs[:, 1], "resident_pages": fs[:, 2]}),
             page_states=states,
             config=asdict(self.config),
+            lru_gen=lru_gen_state(emu) if self.config.lru == "mglru" else None,
         )

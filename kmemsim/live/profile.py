@@ -737,6 +737,21 @@ def compute_toml(cp: dict | None) -> str:
             f"weight_gbps = {cp['weight_gbps']:.3f}\nmatmul_gmac_s = {cp['matmul_gmac_s']:.3f}")
 
 
+def lru_gen(root: str = "/sys/kernel/mm/lru_gen") -> tuple[str, int, str]:
+    """Which LRU this kernel reclaims with, for the profile's kernel.lru (kmemsim.engine.kernel.Config.lru):
+    "mglru" when /sys/kernel/mm/lru_gen/enabled has LRU_GEN_CORE (bit 0) set, else "classic"; its
+    min_ttl_ms; and what was read, for the comment."""
+    try:
+        caps = int(Path(root, "enabled").read_text().strip(), 16)
+    except (OSError, ValueError):
+        return "classic", 0, f"no {root}/enabled (CONFIG_LRU_GEN off)"
+    try:
+        ttl = int(Path(root, "min_ttl_ms").read_text().strip())
+    except (OSError, ValueError):
+        ttl = 0
+    return ("mglru" if caps & 1 else "classic"), ttl, f"{root}/enabled = 0x{caps:04x}"
+
+
 def to_toml(m: dict) -> str:
     st, zr, cp = m["storage"], m["zram"], m["compute"]
     ram = _mem_total()
@@ -800,6 +815,8 @@ def to_toml(m: dict) -> str:
         rc_txt = "scan_us_per_page = 0.15           # [estimate] not measured (kmemsim profile as root measures it)"
     rel = tuple(int(x) for x in (platform.release().split("-")[0].split(".") + ["0"])[:2] if x.isdigit())
     exec_order = (0 if platform.machine() in ("x86_64", "AMD64") else 4) if rel >= (6, 17) else -1
+    lru, min_ttl, lru_seen = lru_gen()
+    lru_txt = f'lru = "{lru}"                  # {lru_seen}' + (f"\nmin_ttl_ms = {min_ttl}" if lru == "mglru" and min_ttl else "")
     return f"""# This machine, measured by `kmemsim profile` on {time.strftime('%Y-%m-%d %H:%M')} ({platform.node()},
 # {platform.machine()}, kernel {platform.release()}). Re-run it to refresh; edit freely.
 name = "this-machine"
@@ -819,6 +836,7 @@ swappiness = 60
 zram = "{algo}:4G"
 lmk = false
 exec_folio_order = {exec_order}    # 6.17+: exec faults read forward within the vma (x86 order 0, arm64 4); -1 before
+{lru_txt}
 
 [storage]
 # {st['method']} on a temp file of random data

@@ -21,6 +21,8 @@ import pandas as pd
 
 from ..core.atomic import atomic_write
 from ..core.errors import InputError
+from ..core.limits import LIVE_ZRAM_ALGOS, MAX_MEM_BYTES, MAX_THREADS, check_int, check_mem, check_zram_size
+from ..core.paths import input_file
 from ..core.units import PAGE_SIZE, parse_size
 from ..live.recorder import run_command
 from ..live.samplers import INTERVAL_S, kernel_memory
@@ -61,14 +63,12 @@ def child_script(dirpath) -> str:
 
 
 def model_size(model) -> int:
-    try:
-        return os.path.getsize(model)
-    except OSError:
-        raise InputError(f"cannot read model {model!r}: no such file") from None
+    return os.path.getsize(input_file(model, expected=".gguf model file"))
 
 
 def parse_limits(spec, model_bytes) -> list[tuple[str, int]]:
-    """'40%,60%,1G' -> [('40%', bytes), ...]; percents are of the model file's size."""
+    """'40%,60%,1G' -> [('40%', bytes), ...]; percents are of the model file's size. Each limit is at
+    least one page and at most what a machine can have (kmemsim.core.limits)."""
     out = []
     for part in str(spec).split(","):
         part = part.strip()
@@ -78,35 +78,52 @@ def parse_limits(spec, model_bytes) -> list[tuple[str, int]]:
             try:
                 pct = float(part[:-1])
             except ValueError:
-                raise InputError(f"--mem-limit {part!r}: expected a percent like 60% or a size like 512M") from None
-            if pct <= 0:
-                raise InputError(f"--mem-limit {part!r}: must be positive")
-            out.append((part, int(model_bytes * pct / 100) // PAGE_SIZE * PAGE_SIZE))
+                raise InputError(f"--mem-limit {part[:40]!r}: expected a percent like 60% or a size like 512M") from None
+            if not pct > 0 or pct == float("inf"):          # nan, 0, negative, inf
+                raise InputError(f"--mem-limit {part[:40]!r}: expected a positive, finite percent")
+            if model_bytes * pct / 100 > MAX_MEM_BYTES:
+                raise InputError(f"--mem-limit {part[:40]!r}: {pct:g}% of the model is more memory than a "
+                                 "machine can have")
+            n = int(model_bytes * pct / 100) // PAGE_SIZE * PAGE_SIZE
         else:
-            out.append((part, parse_size(part, "--mem-limit") // PAGE_SIZE * PAGE_SIZE))
+            n = parse_size(part, "--mem-limit") // PAGE_SIZE * PAGE_SIZE
+        check_mem(n, "--mem-limit", part)
+        out.append((part, n))
     if not out:
         raise InputError("--mem-limit: no limit given (e.g. 40%,60%,80%,100%,120%)")
     return out
+
+
+def check_live_zram(zram) -> tuple[str, int]:
+    """A live run's --zram ALGO:SIZE: a compressor the kernel's zram has, a size a device can have."""
+    algo, size = parse_zram(zram)
+    if algo not in LIVE_ZRAM_ALGOS:
+        raise InputError(f"--zram {zram!r}: unknown compressor {algo!r}; zram offers {', '.join(LIVE_ZRAM_ALGOS)}")
+    check_zram_size(size, "--zram size", zram.partition(":")[2])
+    return algo, size
 
 
 # ------------------------------------------------------------------------------------------------
 # The live side
 
 def check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness):
+    """Everything a live reference run takes, checked before the machine is touched: the model's
+    header (kmemsim.workload.gguf_layout: a truncated or corrupt file is refused now, not after the
+    live runs), the numbers, the zram device and the limits."""
+    from ..workload.gguf_layout import read_layout   # here: gguf takes 0.2 s, only for the check
+    from ..workload.llama import check_request       # here too: the workload side loads numpy
     size = model_size(model)
-    for k, v in (("--prompt", prompt), ("--ctx", ctx), ("--batch", batch), ("--ubatch", ubatch),
-                 ("--threads", threads)):
-        if v is None or int(v) <= 0:
-            raise InputError(f"{k} must be positive (got {v})")
-    if decode < 0:
-        raise InputError(f"--decode must not be negative (got {decode})")
+    check_request(prompt, decode, ctx, batch, ubatch)
+    check_int(threads, "--threads", 1, MAX_THREADS)
     if prompt + decode > ctx:
         raise InputError(f"--prompt + --decode = {prompt + decode} exceeds --ctx {ctx}")
     if not 0 <= swappiness <= 200:
         raise InputError(f"--swappiness {swappiness}: expected 0..200")
     if zram:
-        parse_zram(zram)
-    return parse_limits(limits, size)
+        check_live_zram(zram)
+    lims = parse_limits(limits, size)
+    read_layout(model)
+    return lims
 
 
 def child_argv(script, mode, out, model=None, prompt=0, decode=0, ctx=0, batch=512, ubatch=512, threads=2):

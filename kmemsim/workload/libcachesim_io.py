@@ -23,6 +23,8 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..core import trace
+from ..core.limits import check_memory
+from ..core.paths import input_file
 from ..core.trace import MapFlag, Op, Trace, TraceBuilder
 
 RECORD = np.dtype([("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"),
@@ -171,6 +173,11 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
 
 
 def load_libcachesim(path: str, fmt: str | None = None, time: str = "index") -> Trace:
+    # each request becomes a row of some 41 bytes, sorted and de-duplicated on the way: about 8
+    # bytes of memory per byte of an oracleGeneral file (24-byte records), more for a csv
+    size = os.path.getsize(input_file(path, expected="trace file"))
+    check_memory(size * (8 if (fmt or detect_format(path)) == "oracleGeneral" else 24),
+                 f"{path} ({size:,} bytes)")
     clock, ids = read_ids(path, fmt)
     return ids_to_trace(ids, clock, source=os.path.basename(path), time=time)
 
@@ -221,6 +228,9 @@ def detect_format(path: str) -> str:
     if low.endswith(".zst"):
         raise InputError(f"{path}: zstd-compressed trace; decompress it first (zstd -d {path})")
     head = _read_bytes(path, 4096)
+    if head.startswith(b"GGUF") or low.endswith(".gguf"):
+        raise InputError(f"{path}: a GGUF model, not a trace; make its trace with "
+                         "'kmemsim workload llama MODEL.gguf ... -o TRACE' (or compare the model directly)")
     if low.endswith(PARQUET_EXTS) or head.startswith(b"PAR1"):
         return "parquet"
     if low.endswith(BINARY_EXTS):
@@ -235,6 +245,7 @@ def detect_format(path: str) -> str:
 
 def _read_bytes(path: str, n: int = -1) -> bytes:
     """The file's first n bytes (all by default), or one clear InputError."""
+    input_file(path, expected="trace file")
     try:
         with open(path, "rb") as f:
             return f.read(n)

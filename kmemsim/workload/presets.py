@@ -4,6 +4,16 @@ presets in its help."""
 from __future__ import annotations
 
 from ..core.errors import InputError
+from ..core.limits import (MAX_EMBD, MAX_EXPERTS, MAX_FF, MAX_HEAD_DIM, MAX_HEADS, MAX_LAYERS, MAX_U32,
+                           MAX_VOCAB)
+from .gguf_layout import SUPPORTED_ARCHS
+
+# each shape field: its option's name and the largest a real model has (kmemsim.core.limits)
+_FIELDS = {"n_layer": ("--layers", MAX_LAYERS), "n_embd": ("--dim", MAX_EMBD), "n_ff": ("--ffn", MAX_FF),
+           "n_head": ("--heads", MAX_HEADS), "n_head_kv": ("--kv-heads", MAX_HEADS),
+           "n_vocab": ("--vocab", MAX_VOCAB), "head_dim": ("--head-dim", MAX_HEAD_DIM),
+           "n_expert": ("--experts", MAX_EXPERTS), "n_expert_used": ("--experts-used", MAX_EXPERTS),
+           "n_ff_exp": ("n_ff_exp", MAX_FF), "n_ctx_train": ("n_ctx_train", MAX_U32)}
 
 # Real shapes (HF config.json of each model). head_dim only where it differs from n_embd / n_head.
 PRESETS = {
@@ -56,6 +66,17 @@ def preset_shape(name) -> dict:
 def complete(s) -> dict:
     """A shape with every derived field (n_head_kv, head_dim, experts), checked."""
     s = dict(s)
+    for key, (opt, hi) in _FIELDS.items():
+        v = s.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InputError(f"model shape: {key} ({opt}) {v!r} is not a whole number")
+        if not 0 <= v <= hi:
+            raise InputError(f"model shape: {key} ({opt}) {v:,} is outside 0..{hi:,} (no real model has that)")
+    if s.get("arch") not in SUPPORTED_ARCHS:
+        raise InputError(f"model shape: arch {s.get('arch')!r} is not one the workload generator models "
+                         f"({', '.join(SUPPORTED_ARCHS)})")
     for key in ("n_layer", "n_embd", "n_ff", "n_head", "n_vocab"):
         if not s.get(key) or int(s[key]) <= 0:
             raise InputError(f"model shape needs a positive {key.replace('n_', '--')} "
@@ -94,7 +115,7 @@ def model_shape(preset=None, layers=None, **shape) -> dict:
         if layers is not None:
             s["n_layer"] = layers
     if layers is not None:
-        if int(layers) <= 0:
-            raise InputError("--layers must be positive")
-        s["n_layer"] = int(layers)
+        if isinstance(layers, bool) or not isinstance(layers, int) or layers <= 0:
+            raise InputError(f"--layers {layers!r}: must be a positive whole number")
+        s["n_layer"] = layers
     return complete(s)

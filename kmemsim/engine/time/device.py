@@ -25,7 +25,7 @@ from .compute import TimeModel
 DEVICES_DIR = DEVICES
 CONFIG_KEYS = ("read_ahead_kb", "max_sectors_kb", "fault_around_bytes", "prefault_young", "swappiness",
                "zram", "lmk", "min_free_kbytes", "watermark_scale_factor", "max_folio_order",
-               "swap_zeromap", "exec_folio_order")
+               "swap_zeromap", "exec_folio_order", "lru", "min_ttl_ms")
 ALGOS = ("lz4", "zstd", "lzo", "lzo-rle")
 
 

@@ -114,6 +114,24 @@ def split_prompt(new: int, batch: int, ubatch: int, seqs: int):
             pos += nb
 
 
+def estimate_events(layout: ModelLayout, prompt: int, decode: int, ubatch: int, seqs: int = 1,
+                    requests: int = 1) -> float:
+    """Events a session's trace will hold, from its numbers alone (kmemsim.core.limits's budget is
+    checked against it before anything is generated): per request its prefill ubatches on every
+    sequence and its decode steps, each a walk of graph_order(). The events per item (a weight's
+    reads, its KV cache's, the compute buffer's) are measured on generated traces, rounded up: a
+    prefill ubatch some 4 (MoE: its experts' slices, more) and 1.2 more per further sequence, a
+    decode step 1.5 and 0.4 more per further sequence; the load some 40 per tensor. Within a factor
+    of two or so either way: a budget, not a count."""
+    items = len(graph_order(layout))
+    moe = bool(layout.hparams.get("n_expert"))
+    seqs = max(1, int(seqs))
+    ubatches = -(-max(1, int(prompt)) // max(1, int(ubatch))) * seqs
+    per_request = items * (ubatches * ((5.5 if moe else 4.0) + 1.2 * (seqs - 1))
+                           + max(0, int(decode)) * (1.5 + 0.4 * (seqs - 1)) * (1.8 if moe else 1.0))
+    return float(requests) * per_request + 2000 + 40 * len(layout.tensors)
+
+
 def step_rows(occ, prompts: dict, batch: int, ubatch: int, seqs: int) -> tuple[np.ndarray, np.ndarray]:
     """Tokens and output rows per phase occurrence (kmemsim.engine.time.serial.split_phases' table):
     prompts maps a request label (e.g. "request 3 session chat") to its new prompt tokens, cut into

@@ -4,6 +4,25 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.errors import InputError
+from ...core.limits import MAX_ZIPF_S
+
+
+def zipf_exponent(spec) -> float | None:
+    """None for "uniform", S for "zipf" (1) or "zipf:S" (a finite S in (0, MAX_ZIPF_S]); InputError
+    otherwise."""
+    spec = str(spec)
+    if spec == "uniform":
+        return None
+    if spec == "zipf":
+        return 1.0
+    if spec.startswith("zipf:"):
+        try:
+            s = float(spec.split(":", 1)[1])
+        except ValueError:
+            s = float("nan")
+        if 0 < s <= MAX_ZIPF_S:
+            return s
+    raise InputError(f"--moe-routing {spec[:40]!r}: use uniform, zipf or zipf:S with 0 < S <= {MAX_ZIPF_S:g}")
 
 
 class Router:
@@ -18,19 +37,16 @@ class Router:
         self.rng = rng
         X = hp.get("n_expert", 0)
         self.logp = None
+        s = zipf_exponent(spec)
         if not X:
             return
-        spec = str(spec)
-        if spec == "uniform":
+        if s is None:
             p = np.full(X, 1.0 / X)
             perms = [np.arange(X)] * hp["n_layer"]
-        elif spec.startswith("zipf"):
-            s = float(spec.split(":", 1)[1]) if ":" in spec else 1.0
+        else:
             w = 1.0 / np.arange(1, X + 1) ** s
             p = w / w.sum()
             perms = [rng.permutation(X) for _ in range(hp["n_layer"])]   # hot experts per layer
-        else:
-            raise InputError(f"--moe-routing {spec!r}: use uniform, zipf or zipf:S")
         lp = np.log(p)
         self.logp = np.stack([lp[np.argsort(pm)] for pm in perms])   # [layer, expert]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.errors import InputError
+from ...core.limits import (MAX_PID, MAX_REQUESTS, MAX_SEQS, MAX_TOKENS, check_events, check_int)
 from ...core.trace import Advice, MapFlag, Op, PageClass, Trace, TraceBuilder
 from ...core.units import PAGE_SIZE as P, pad, page_span, page_runs, pages
 from ...engine import managers
@@ -27,8 +28,8 @@ from ..gguf_layout import layout_of
 from . import buffers
 from .buffers import LOAD_MODES, REPACK_TYPES, host_cpu_features
 from .events import Events
-from .graph import (get_rows_order, graph_order, is_matmul_weight, macs_per_row, mul_mat_chunk_pages,
-                    output_rows_only, split_prompt)
+from .graph import (estimate_events, get_rows_order, graph_order, is_matmul_weight, macs_per_row,
+                    mul_mat_chunk_pages, output_rows_only, split_prompt)
 from .host import HostSet, HostTouch
 from .routing import Router
 
@@ -436,6 +437,16 @@ class LlamaSession:
                 "engine": "llama-cpp-python 0.3.36 (llama.cpp 0c1e57098bba43ac29e6e3b677cdceebdd22334f)"}
 
 
+def check_request(prompt, decode, ctx, batch=512, ubatch=512, seqs=1, requests=1, pid=1000) -> None:
+    """A session's numbers within what llama.cpp and a real model take (kmemsim.core.limits), each
+    named as its option."""
+    for name, v, lo, hi in (("--prompt", prompt, 1, MAX_TOKENS), ("--decode", decode, 0, MAX_TOKENS),
+                            ("--ctx", ctx, 1, MAX_TOKENS), ("--batch", batch, 1, MAX_TOKENS),
+                            ("--ubatch", ubatch, 1, MAX_TOKENS), ("--seqs", seqs, 1, MAX_SEQS),
+                            ("--requests", requests, 1, MAX_REQUESTS), ("--pid", pid, 0, MAX_PID)):
+        check_int(v, name, lo, hi)
+
+
 def generate(model, prompt, decode, ctx, batch=512, ubatch=512, kv_type="f16", load_mode="mmap",
              prefetch=True, seqs=1, pid=1000, t0=0, builder=None, *, flash_attn=None, repack="auto",
              moe_routing="uniform", seed=0, time_model=None, requests=1, name="llama",
@@ -444,9 +455,15 @@ def generate(model, prompt, decode, ctx, batch=512, ubatch=512, kv_type="f16", l
     requests of `prompt` + `decode` tokens, exit; the KV cache as kv_manager keeps it (a name in
     kmemsim.engine.managers; None: llama.cpp's own). With `builder`, events go onto that TraceBuilder
     and the LlamaSession is returned (call builder.build() yourself); otherwise a built Trace."""
+    check_request(prompt, decode, ctx, batch, ubatch, seqs, requests, pid)
     own = builder is None
     if own:
         builder = TraceBuilder(source="kmemsim workload llama")
+    L = layout_of(model)
+    check_events(estimate_events(L, prompt, decode, min(int(ubatch), int(batch), int(ctx)), seqs, requests),
+                 f"{L.name}: {requests} request(s) of {prompt} + {decode} tokens on {seqs} sequence(s)",
+                 "give fewer tokens or requests")
+    model = L
     s = LlamaSession(model, builder, pid=pid, name=name, ctx=ctx, batch=batch, ubatch=ubatch,
                      kv_type=kv_type, load_mode=load_mode, prefetch=prefetch, seqs=seqs,
                      flash_attn=flash_attn, repack=repack, moe_routing=moe_routing, seed=seed,

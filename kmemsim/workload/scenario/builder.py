@@ -17,7 +17,8 @@ from .. import llama as lw, synth
 from ..gguf_layout import read_layout
 from ..llama.attention import context_density
 from ..llama.events import Events
-from .timeline import Plan, plan, rngs
+from ..llama.graph import estimate_events
+from .timeline import Plan, check_size, plan, rngs
 from .schema import APP_PID0, LLM_PID, NS, Region, Scenario
 
 # ------------------------------------------------------------------------------------------------
@@ -148,6 +149,7 @@ def build(scn: Scenario, progress=None, device=None, engines=None) -> Trace:
     kmemsim.engine.time.device.Device; None: the default) times an mzCache or LLMS engine; `engines`,
     a list, gets the engine that made the trace (MzEngine: its restores' TTFTs; LlmsProcess: its
     calls as LLMS accounts them)."""
+    check_size(scn, request_events(scn))        # the whole trace within the event budget, before any work
     pl = plan(scn)
     rng = rngs(scn.seed)["touch"]
     b = TraceBuilder(source=f"kmemsim scenario {scn.name} ({os.path.basename(scn.file)}, seed {scn.seed})")
@@ -205,6 +207,20 @@ def build(scn: Scenario, progress=None, device=None, engines=None) -> Trace:
 
 # ------------------------------------------------------------------------------------------------
 # LLM sessions → trace (through kmemsim.workload.llama).
+
+def request_events(scn: Scenario) -> float:
+    """Events one LLM request of the scenario may make at most (its longest prompt and decode on the
+    model: kmemsim.workload.llama.graph.estimate_events); 0 without an LLM."""
+    llm = scn.llm
+    if llm is None:
+        return 0.0
+    model = model_layout(scn)
+    layout = read_layout(model) if isinstance(model, str) else model
+    longest = max(s.delta[1] + s.system_prompt for s in llm.sessions)
+    if llm.prompt:
+        longest = max(longest, llm.prompt)
+    return estimate_events(layout, longest, llm.decode[1], min(llm.ubatch, llm.batch), llm.paths)
+
 
 def model_layout(scn: Scenario):
     """The model argument for workload.llama.generate: a GGUF path, or a preset's file-less layout."""

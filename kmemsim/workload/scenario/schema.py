@@ -11,6 +11,9 @@ import numpy as np
 
 from ...core.data import APPS
 from ...core.errors import InputError
+from ...core.limits import (MAX_APP_SCALE, MAX_LAYERS, MAX_MEM_BYTES, MAX_PATHS, MAX_SCENARIO_BYTES, MAX_SECONDS,
+                            MAX_SESSIONS, MAX_TOKENS)
+from ...core.paths import input_file
 from ...core.trace import PageClass
 from ...core.units import PAGE_SIZE, parse_size
 from ...engine import managers
@@ -77,6 +80,8 @@ class _T:
         elif kind == "int":
             if isinstance(v, bool) or not isinstance(v, int):
                 raise self.err(k, f"expected an integer, got {_tname(v)} {v!r}")
+            if not -(1 << 62) <= v <= 1 << 62 and hi is None:
+                raise self.err(k, f"{v} is out of range")
         elif kind == "str":
             if not isinstance(v, str):
                 raise self.err(k, f"expected a string, got {_tname(v)} {v!r}")
@@ -97,8 +102,8 @@ class _T:
             raise self.err(k, f"must be <= {hi}, got {v}")
         return v
 
-    def range(self, k, default=_REQ, *, lo=0, integer=False):
-        """A number or a [low, high] pair (uniform draw); returns (low, high)."""
+    def range(self, k, default=_REQ, *, lo=0, hi=None, integer=False):
+        """A number or a [low, high] pair (uniform draw), finite and within [lo, hi]; returns (low, high)."""
         self.used.add(k)
         if k not in self.d:
             if default is _T._REQ:
@@ -107,7 +112,7 @@ class _T:
         v = self.d[k]
         vals = v if isinstance(v, list) else [v, v]
         ok = len(vals) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                    for x in vals)
+                                    and math.isfinite(x) for x in vals)
         if ok and integer:
             ok = all(float(x).is_integer() for x in vals)
         if not ok:
@@ -117,6 +122,8 @@ class _T:
             raise self.err(k, f"must be >= {lo}, got {v!r}")
         if b < a:
             raise self.err(k, f"[low, high] with high < low: {v!r}")
+        if hi is not None and b > hi:
+            raise self.err(k, f"must be <= {hi:g}, got {v!r}")
         return (int(a), int(b)) if integer else (float(a), float(b))
 
     def table(self, k, default=_REQ):
@@ -231,7 +238,7 @@ class Scenario:
 
 def _parse_region(t: _T, kind):
     r = Region(name=t.get("name", "str"),
-               pages=_pages(t.get("mb", "num", lo=0)),
+               pages=_pages(t.get("mb", "num", lo=0, hi=MAX_MEM_BYTES // MB)),
                hot=t.get("hot", "num", 1.0, lo=0, hi=1),
                churn=t.get("churn", "num", 0.05, lo=0, hi=1))
     if t.d.get("mb", 1) <= 0:
@@ -259,8 +266,9 @@ def _parse_app(key, d, file, apps_dir):
         file_for_base = file
     merged = {**base, **{k: v for k, v in d.items() if k != "from"}}
     scale = merged.pop("scale", 1.0)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
-        raise t.err("scale", f"expected a number > 0, got {scale!r}")
+    if (isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale)
+            or not 0 < scale <= MAX_APP_SCALE):
+        raise t.err("scale", f"expected a number > 0 (at most {MAX_APP_SCALE:g}), got {scale!r}")
     src = file if base == {} else f"{file_for_base} (as apps.{key} in {file})"
     a = _T(merged, "" if base else f"apps.{key}", src)
     anon = [_parse_region(_T(r, f"{a.key('anon')}[{i}]", src), "anon")
@@ -272,8 +280,8 @@ def _parse_app(key, d, file, apps_dir):
     if not anon and not files:
         raise InputError(f"{src}: app {key!r} has neither [[anon]] nor [[file]] regions")
     app = AppDef(key=key, name=a.get("name", "str", key), package=a.get("package", "str", key),
-                 anon=anon, files=files, launch=a.get("launch", "num", 1.0, lo=0),
-                 tick=a.get("tick", "num", 1.0, lo=0.01),
+                 anon=anon, files=files, launch=a.get("launch", "num", 1.0, lo=0, hi=MAX_SECONDS),
+                 tick=a.get("tick", "num", 1.0, lo=0.01, hi=MAX_SECONDS),
                  background=a.get("background", "str", "cached",
                                   choices=("cached", "visible", "perceptible")))
     a.get("description", "str", "")
@@ -282,6 +290,10 @@ def _parse_app(key, d, file, apps_dir):
 
 
 def _read_toml(path):
+    input_file(path, expected="scenario .toml file")
+    if os.path.getsize(path) > MAX_SCENARIO_BYTES:
+        raise InputError(f"{path}: {os.path.getsize(path):,} bytes; a scenario file is a few KiB "
+                         f"(at most {MAX_SCENARIO_BYTES:,} bytes)")
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
@@ -289,6 +301,10 @@ def _read_toml(path):
         raise InputError(f"{path}: no such file")
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{path}: not valid TOML ({e})")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8")
+    except RecursionError:
+        raise InputError(f"{path}: not valid TOML (nested too deeply)")
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory, expected a scenario .toml file")
 
@@ -300,7 +316,7 @@ def _apply_override(raw, spec, file):
     key, val = spec.split("=", 1)
     try:
         v = tomllib.loads(f"v = {val}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         v = val
     parts = key.strip().split(".")
     d = raw
@@ -332,7 +348,7 @@ def parse(raw: dict, path="<scenario>") -> Scenario:
         apps_dir = os.path.join(base_dir, apps_dir)
     name = t.get("name", "str", os.path.splitext(os.path.basename(path))[0])
     seed = t.get("seed", "int", lo=0)
-    duration = t.get("duration", "num", lo=0)
+    duration = t.get("duration", "num", lo=0, hi=MAX_SECONDS)
     if duration <= 0:
         raise t.err("duration", f"must be > 0 seconds, got {duration}")
     description = t.get("description", "str", "")
@@ -348,7 +364,7 @@ def parse(raw: dict, path="<scenario>") -> Scenario:
     adj = dict(DEFAULT_ADJ)
     jt = t.table("oom_score_adj", {})
     for k in list(jt.d):
-        adj[k] = jt.get(k, "int", lo=-1000, hi=1000, choices=None) if k in DEFAULT_ADJ else jt.get(k, "int")
+        adj[k] = jt.get(k, "int", lo=-1000, hi=1000)
     jt.done()
 
     llm = _parse_llm(t.table("llm"), path) if t.has("llm") else None
@@ -357,14 +373,14 @@ def parse(raw: dict, path="<scenario>") -> Scenario:
     events = []
     for i, e in enumerate(t.get("event", "list", [])):
         et = _T(e, f"event[{i}]", path)
-        ev = {"t": et.get("t", "num", lo=0),
+        ev = {"t": et.get("t", "num", lo=0, hi=MAX_SECONDS),
               "action": et.get("action", "str", choices=("launch", "kill", "idle"))}
         if ev["action"] in ("launch", "kill"):
             ev["app"] = et.get("app", "str")
             if ev["app"] not in apps:
                 raise et.err("app", f"unknown app {ev['app']!r}; apps: {', '.join(apps) or 'none'}")
         else:
-            ev["duration"] = et.get("duration", "num", lo=0)
+            ev["duration"] = et.get("duration", "num", lo=0, hi=MAX_SECONDS)
         et.done()
         events.append(ev)
     events.sort(key=lambda e: e["t"])
@@ -381,13 +397,23 @@ def _parse_matrix(t: _T, k, n, names):
         return None
     try:
         a = np.array(m, dtype=float)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):
         raise t.err(k, "expected a list of lists of numbers")
     if a.shape != (n, n):
         raise t.err(k, f"expected a {n}x{n} matrix (order: {', '.join(names)}), got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise t.err(k, "entries must be finite numbers (no nan or inf)")
     if (a < 0).any() or (a.sum(1) <= 0).any():
         raise t.err(k, "entries must be >= 0 and every row must have a positive sum")
     return (a / a.sum(1, keepdims=True)).tolist()
+
+
+def _sigma(t: _T):
+    """A Gaussian pattern's width: > 0 (at 0 every weight is exp(-inf): no distribution at all)."""
+    v = t.get("sigma", "num", None, lo=0)
+    if v is not None and v <= 0:
+        raise t.err("sigma", f"must be > 0, got {v}")
+    return v
 
 
 def _parse_switch(t: _T, apps, llm, path):
@@ -397,9 +423,9 @@ def _parse_switch(t: _T, apps, llm, path):
     for a in sw["apps"]:
         if a not in apps:
             raise t.err("apps", f"unknown app {a!r}; apps: {', '.join(names) or 'none'}")
-    sw["start"] = t.get("start", "num", 0.0, lo=0)
-    sw["gap"] = t.get("gap", "num", 1.0, lo=0)
-    sw["dwell"] = t.range("dwell", (20.0, 20.0), lo=0)
+    sw["start"] = t.get("start", "num", 0.0, lo=0, hi=MAX_SECONDS)
+    sw["gap"] = t.get("gap", "num", 1.0, lo=0, hi=MAX_SECONDS)
+    sw["dwell"] = t.range("dwell", (20.0, 20.0), lo=0, hi=MAX_SECONDS)
     sw["prelaunch"] = t.get("prelaunch", "list", [])
     for a in sw["prelaunch"]:
         if a not in apps:
@@ -407,21 +433,21 @@ def _parse_switch(t: _T, apps, llm, path):
     n = len(sw["apps"])
     sw["stay"] = t.get("stay", "num", 0.5, lo=0, hi=1)
     sw["matrix"] = _parse_matrix(t, "matrix", n, sw["apps"])
-    sw["sigma"] = t.get("sigma", "num", None, lo=0)
+    sw["sigma"] = _sigma(t)
     sw["center"] = t.get("center", "num", None, lo=0)
     # round (mzCache Fig 15)
     sw["rounds"] = t.get("rounds", "int", 10, lo=1)
-    sw["period"] = t.get("period", "num", 275.0, lo=0)
-    sw["visit"] = t.get("visit", "num", 5.0, lo=0)
-    sw["return_wait"] = t.get("return_wait", "num", 25.0, lo=0)
-    sw["send_delay"] = t.get("send_delay", "num", 1.5, lo=0)
+    sw["period"] = t.get("period", "num", 275.0, lo=0, hi=MAX_SECONDS)
+    sw["visit"] = t.get("visit", "num", 5.0, lo=0, hi=MAX_SECONDS)
+    sw["return_wait"] = t.get("return_wait", "num", 25.0, lo=0, hi=MAX_SECONDS)
+    sw["send_delay"] = t.get("send_delay", "num", 1.5, lo=0, hi=MAX_SECONDS)
     orders = t.get("orders", "list", None)
     dw = t.table("dwell_of", {})
     sw["dwell_of"] = {}
     for k in dw.d:
         if k not in apps:
             raise dw.err(k, f"unknown app; apps: {', '.join(names)}")
-        sw["dwell_of"][k] = dw.get(k, "num", lo=0)
+        sw["dwell_of"][k] = dw.get(k, "num", lo=0, hi=MAX_SECONDS)
     dw.done()
     if sw["pattern"] == "round":
         if orders is None:
@@ -459,12 +485,12 @@ def _parse_llm(t: _T, path) -> LlmCfg:
     else:
         mt.get("preset", "str")
         mt.get("type", "str", "q8_0")      # synth.layout_from_preset checks the name and type
-        mt.get("layers", "int", None, lo=1)
+        mt.get("layers", "int", None, lo=1, hi=MAX_LAYERS)
         for k in mt.d:                     # other keys go to synth.layout_from_preset as they are
             mt.used.add(k)
-    ctx = t.get("ctx", "int", lo=1)
-    batch = t.get("batch", "int", 512, lo=1)
-    ubatch = t.get("ubatch", "int", min(512, batch), lo=1)
+    ctx = t.get("ctx", "int", lo=1, hi=MAX_TOKENS)
+    batch = t.get("batch", "int", 512, lo=1, hi=MAX_TOKENS)
+    ubatch = t.get("ubatch", "int", min(512, batch), lo=1, hi=MAX_TOKENS)
     sessions = []
     for i, s in enumerate(t.get("session", "list", [])):
         st = _T(s, f"llm.session[{i}]", path)
@@ -472,23 +498,23 @@ def _parse_llm(t: _T, path) -> LlmCfg:
         if st.has("task") and st.has("delta"):
             raise st.err("delta", "give either task or delta, not both")
         if st.has("delta"):
-            delta = st.range("delta", integer=True, lo=1)
+            delta = st.range("delta", integer=True, lo=1, hi=MAX_TOKENS)
         else:
             task = st.get("task", "str", "samsum", choices=list(TASKS))
             delta = TASKS[task]
-        created = st.get("created", "num", 0.0, lo=0)
-        deleted = st.get("deleted", "num", None, lo=0)
+        created = st.get("created", "num", 0.0, lo=0, hi=MAX_SECONDS)
+        deleted = st.get("deleted", "num", None, lo=0, hi=MAX_SECONDS)
         if deleted is not None and deleted <= created:
             raise st.err("deleted", f"a context is deleted after it is created ({created} s), got {deleted} s")
-        sessions.append(Session(nm, delta, st.get("system_prompt", "int", 0, lo=0), created, deleted))
+        sessions.append(Session(nm, delta, st.get("system_prompt", "int", 0, lo=0, hi=MAX_TOKENS), created, deleted))
         st.done()
-    nsess = t.get("sessions", "int", None, lo=1)
+    nsess = t.get("sessions", "int", None, lo=1, hi=MAX_SESSIONS)
     if nsess is not None:                  # `sessions = N`: N sessions cycling through the tasks
         if sessions:
             raise t.err("sessions", "give either sessions = N or [[llm.session]] tables, not both")
         tasks = list(TASKS)
         sessions = [Session(f"s{i}", TASKS[tasks[i % len(tasks)]], 0) for i in range(nsess)]
-    prompt = t.get("prompt", "int", None, lo=1)
+    prompt = t.get("prompt", "int", None, lo=1, hi=MAX_TOKENS)
     if not sessions:
         sessions = [Session("s0", (prompt, prompt) if prompt else TASKS["samsum"], 0)]
     rq = t.table("requests", {})
@@ -505,18 +531,18 @@ def _parse_llm(t: _T, path) -> LlmCfg:
         budget=parse_size(t.get("budget", "str", "3G"), "llm.budget"),
         load_mode=t.get("load_mode", "str", "mmap", choices=LOAD_MODES),
         prefetch=t.get("prefetch", "bool", False),
-        paths=t.get("paths", "int", 1, lo=1, hi=64),
-        decode=t.range("decode", (32, 32), integer=True, lo=1),
-        start=t.get("start", "num", 0.0, lo=0),
+        paths=t.get("paths", "int", 1, lo=1, hi=MAX_PATHS),
+        decode=t.range("decode", (32, 32), integer=True, lo=1, hi=MAX_TOKENS),
+        start=t.get("start", "num", 0.0, lo=0, hi=MAX_SECONDS),
         adj=t.get("oom_score_adj", "int", None, lo=-1000, hi=1000),
         sessions=sessions, arrival=arrival,
-        mean_interval=rq.get("mean_interval", "num", 300.0, lo=0),
+        mean_interval=rq.get("mean_interval", "num", 300.0, lo=0, hi=MAX_SECONDS),
         times=rq.get("times", "list", []),
         count=rq.get("count", "int", None, lo=0),
         pattern=rq.get("pattern", "str", "random", choices=("random", "markov", "gaussian")),
         stay=rq.get("stay", "num", 0.5, lo=0, hi=1),
         matrix=_parse_matrix(rq, "matrix", len(sessions), [s.name for s in sessions]),
-        sigma=rq.get("sigma", "num", None, lo=0),
+        sigma=_sigma(rq),
         prompt=prompt)
     if cfg.mean_interval <= 0 and arrival == "poisson":
         raise rq.err("mean_interval", "must be > 0 seconds")
@@ -525,7 +551,8 @@ def _parse_llm(t: _T, path) -> LlmCfg:
         names = [x.name for x in sessions]
         for j, c in enumerate(rq.get("calls", "list", [])):
             if (not isinstance(c, list) or len(c) != 2 or isinstance(c[0], bool)
-                    or not isinstance(c[0], (int, float)) or c[0] < 0 or not isinstance(c[1], str)):
+                    or not isinstance(c[0], (int, float)) or not 0 <= c[0] <= MAX_SECONDS
+                    or not isinstance(c[1], str)):
                 raise rq.err("calls", f"call {j}: expected [seconds, \"session\"], got {c!r}")
             if c[1] not in names:
                 raise rq.err("calls", f"call {j}: unknown session {c[1]!r}; sessions: {', '.join(names)}")
@@ -543,8 +570,8 @@ def _parse_llm(t: _T, path) -> LlmCfg:
         if not cfg.times:
             raise rq.err("times", "arrival = \"times\" needs a non-empty list of seconds")
         for x in cfg.times:
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
-                raise rq.err("times", f"expected seconds >= 0, got {x!r}")
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= MAX_SECONDS:
+                raise rq.err("times", f"expected seconds in 0..{MAX_SECONDS:g}, got {x!r}")
     if ubatch > batch:
         raise t.err("ubatch", f"must be <= batch ({batch}), got {ubatch}")
     if cfg.engine == "llms":              # LLMS keeps its contexts' KV itself

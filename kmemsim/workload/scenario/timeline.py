@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...core.errors import InputError
+from ...core.limits import check_events
 from .schema import Scenario
 
 class Chooser:
@@ -115,7 +117,56 @@ def _skip_idle(t, idles):
     return t
 
 
+def estimate(scn: Scenario, per_request: float = 1.0) -> tuple[float, str]:
+    """The events a scenario's plan and trace will hold, estimated from its numbers alone (nothing
+    drawn): foreground slots, each a launch or switch of its app's regions, the apps' touches every
+    tick, and its LLM requests at `per_request` events each. Returns (events, what they are); raises
+    InputError for a timeline that never moves (every step zero seconds)."""
+    sw, llm = scn.switch, scn.llm
+    span = max(0.0, scn.duration - sw["start"])
+    regions = max((len(a.anon) + len(a.files) for a in scn.apps.values()), default=0)
+    ticks = min((a.tick for a in scn.apps.values()), default=1.0)
+    lo, hi = sw["dwell"]
+    dwell = min([(lo + hi) / 2] + [sw["dwell_of"][a] for a in sw["dwell_of"]])
+    rounds = 0.0
+    if sw["pattern"] == "round":
+        longest = max(len(o) for o in sw["orders"])
+        step = (sum(sw["visit"] if a == "visit" else dwell for a in min(sw["orders"], key=len))
+                + longest * sw["gap"] + (sw["send_delay"] + sw["return_wait"] if llm else 0.0))
+        step = max(step, sw["period"])
+        rounds = float(sw["rounds"]) if step <= 0 else min(float(sw["rounds"]), span / step + 1)
+        slots = rounds * (longest + 1)
+    elif sw["apps"]:
+        if dwell + sw["gap"] <= 0:
+            raise InputError(f"{scn.file}: switch.dwell and switch.gap are both 0 s: the timeline never moves "
+                             "past its start; give a dwell or a gap of more than 0 s")
+        slots = span / (dwell + sw["gap"]) + 1
+    else:
+        slots = 0.0
+    requests = 0.0
+    if llm is not None:
+        span_llm = max(0.0, scn.duration - llm.start)
+        requests = {"poisson": span_llm / llm.mean_interval if llm.mean_interval > 0 else 0.0,
+                    "times": float(len(llm.times)), "calls": float(len(llm.calls)),
+                    "round": rounds}[llm.arrival]
+        if llm.count is not None:
+            requests = min(requests, float(llm.count))
+    app_events = slots * 9 * regions + (scn.duration / ticks) * regions if regions else 0.0
+    total = slots + app_events + requests * (1 + per_request)
+    what = (f"{slots:,.0f} foreground slots, {requests:,.0f} LLM requests, "
+            f"{scn.duration:g} s of scenario time")
+    return total, what
+
+
+def check_size(scn: Scenario, per_request: float = 1.0) -> None:
+    """Refuse a scenario whose plan (and trace) would exceed the event budget, before planning it."""
+    n, what = estimate(scn, per_request)
+    check_events(n, f"{scn.file}: the scenario ({what})",
+                 "shorten duration, or lengthen dwell, gap, tick or requests.mean_interval")
+
+
 def plan(scn: Scenario) -> Plan:
+    check_size(scn)
     r = rngs(scn.seed)
     sw = scn.switch
     idles = [(e["t"], e["t"] + e["duration"]) for e in scn.events if e["action"] == "idle"]
