@@ -15,6 +15,18 @@ done
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+# `kmemsim vm` (docs/vm.md): qemu, Debian 12's 6.1 kernel (linux-image-amd64 is 6.1 on bookworm; its
+# /lib/modules has zram, 9p, virtio) and busybox (virtme-ng's initramfs); linux-headers-amd64 above is
+# the guest's too (/lib/modules/<6.1 release>/build, for bcc). Without recommends: qemu's would add
+# a desktop's codecs and GL.
+vm=()
+for p in qemu-system-x86 linux-image-amd64 busybox-static; do
+  dpkg -s "$p" >/dev/null 2>&1 || vm+=("$p")
+done
+if [ ${#vm[@]} -gt 0 ]; then
+  [ ${#need[@]} -gt 0 ] || apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${vm[@]}" >/dev/null
+fi
 # bcc compiles at load time against /lib/modules/$(uname -r)/build; this kernel ships no headers,
 # Debian's (older) ones serve tracepoint-only programs, which read no kernel struct layouts.
 mod=/lib/modules/$(uname -r)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import struct
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from ..core.errors import InputError
 
 BPF_DIR = Path(__file__).resolve().parent / "bpf"
 HEADER = ("ts", "pid", "tid")
+TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
 
 def import_bcc():
@@ -45,6 +47,9 @@ class Probe:
     fields: tuple = ()
     times: tuple = ()           # fields holding bpf_ktime_get_ns() instants, written like ts (ns after t0)
     tracepoints: dict = {}
+    # what older kernels lack (Debian's 6.1 in `kmemsim vm`): macro -> (tracepoint, field or None),
+    # defined for the program's source only where the running kernel has it (`kernel_has`)
+    optional: dict = {}
 
     def __init__(self):
         self.chunks = []        # raw records: decoded once, vectorised, when the recording ends
@@ -82,6 +87,8 @@ class Tasks(Probe):
         "sched:sched_process_exec": "a new image: its mappings come from the kernel, not from mmap()",
         "sched:sched_process_exit": "process end (PROC_EXIT in the trace)",
     }
+    # without group_dead (older kernels) a thread group leader's exit stands for the process's
+    optional = {"KM_HAVE_EXIT_GROUP_DEAD": ("sched:sched_process_exit", "group_dead")}
 
 
 class Faults(Probe):
@@ -114,6 +121,8 @@ class Filemap(Probe):
         "filemap:mm_filemap_delete_from_page_cache": "a folio leaves it (reclaim, truncate, drop_caches)",
         "filemap:mm_filemap_fault": "a fault on a file mapping reached filemap_fault",
     }
+    # older kernels (6.1) have no mm_filemap_fault: `filemap_faults` stays 0 (summary's `kernel_lacks`)
+    optional = {"KM_HAVE_FILEMAP_FAULT": ("filemap:mm_filemap_fault", None)}
 
 
 class Vmscan(Probe):
@@ -159,6 +168,29 @@ class Oom(Probe):
 ALL = (Tasks, Faults, Mmap, Filemap, Vmscan, ReadIO, SwapIO, Oom)     # ReadIO before SwapIO: it calls read_bio_queued()
 
 
+def tracepoint_format(tracepoint: str) -> str | None:
+    """The running kernel's format file of GROUP:NAME, None where it has no such tracepoint (or no
+    tracefs is mounted)."""
+    group, name = tracepoint.split(":")
+    for root in TRACEFS:
+        try:
+            return Path(root, "events", group, name, "format").read_text()
+        except OSError:
+            continue
+    return None
+
+
+def kernel_has(tracepoint: str, field: str | None = None) -> bool:
+    """Whether the running kernel has the tracepoint (and its field). Without a readable tracefs it
+    says yes: bcc's compile then reports what is wrong."""
+    if not any(os.path.isdir(os.path.join(root, "events")) for root in TRACEFS):
+        return True
+    fmt = tracepoint_format(tracepoint)
+    if fmt is None:
+        return False
+    return field is None or re.search(rf"field:[^;]*\b{re.escape(field)}(\[\d*\])?;", fmt) is not None
+
+
 def kernel_dev(st_dev: int) -> int:
     """User-space dev_t (os.stat) -> the kernel's internal dev_t that tracepoints report."""
     return (os.major(st_dev) << 20) | os.minor(st_dev)
@@ -187,8 +219,16 @@ class Probes:
         bcc = import_bcc()
         self.probes = [p() for p in probes]
         text = (BPF_DIR / "common.h").read_text() + "\n" + "\n".join(p.code() for p in self.probes)
+        # {"tracepoint[.field]": macro} the running kernel lacks: their code is left out (summary.json)
+        self.kernel_lacks, defines = {}, []
+        for p in self.probes:
+            for macro, (tp, field) in p.optional.items():
+                if kernel_has(tp, field):
+                    defines.append(f"-D{macro}")
+                else:
+                    self.kernel_lacks[tp + (f".{field}" if field else "")] = macro
         try:
-            self.b = bcc.BPF(text=text, cflags=["-Wno-duplicate-decl-specifier", "-Wno-macro-redefined"])
+            self.b = bcc.BPF(text=text, cflags=["-Wno-duplicate-decl-specifier", "-Wno-macro-redefined", *defines])
         except Exception as e:
             raise InputError(f"cannot load the BPF programs ({str(e).splitlines()[0] if str(e) else type(e).__name__}); "
                              "run as root after `make system` (bcc, kernel header links, tracefs)")

@@ -339,6 +339,8 @@ def summary(rec, tables, status, samples, tstats, cg=None, rusage=None, faults=N
         "lost_by_probe": {p.name: p.lost for p in probes.probes if p.lost},
         # runs of a tracepoint's program the kernel skipped, another BPF program running on that CPU
         "bpf_recursion_misses": dict(rec.recursion_misses),
+        # tracepoints (fields) this kernel lacks, their records left out (Probes.kernel_lacks)
+        "kernel_lacks": sorted(probes.kernel_lacks),
         "duration_s": float((samples["t"].max() - samples["t"].min()) / 1e9) if len(samples) > 1 else 0.0,
     })
     out.update(tstats)

@@ -68,6 +68,7 @@ TRACEPOINT_PROBE(filemap, mm_filemap_delete_from_page_cache) {
     return 0;
 }
 
+#ifdef KM_HAVE_FILEMAP_FAULT    /* not in older kernels (6.1): probes.py defines it where it is */
 TRACEPOINT_PROBE(filemap, mm_filemap_fault) {
     if (!is_tracked())
         return 0;
@@ -84,3 +85,4 @@ TRACEPOINT_PROBE(filemap, mm_filemap_fault) {
         filemap_events_dropped.increment(0);
     return 0;
 }
+#endif

@@ -41,7 +41,11 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     struct task_event e = {};
     FILL_HEADER(e);
     e.kind = 2;
+#ifdef KM_HAVE_EXIT_GROUP_DEAD
     e.other = args->group_dead;
+#else
+    e.other = cur_tgid() == cur_tid();  /* no group_dead (6.1): the leader's exit stands for the process's */
+#endif
     if (task_events.ringbuf_output(&e, sizeof(e), BPF_RB_NO_WAKEUP))
         task_events_dropped.increment(0);
     return 0;

@@ -1,0 +1,37 @@
+"""`kmemsim vm run -- COMMAND`: COMMAND as root in Debian's 6.1 kernel under qemu (virtme-ng), this
+machine's root file system shared read-only (kmemsim/live/vm.py; docs/vm.md)."""
+import sys
+
+import click
+
+from ..live import vm as vm_boot
+
+
+@click.group()
+def vm():
+    """Debian bookworm's 6.1 kernel (MGLRU built in, zram, memcg, BTF) booted under qemu with this
+    machine's root file system, read-only: the recorder and `kmemsim validate` run in it unchanged."""
+
+
+@vm.command(context_settings={"ignore_unknown_options": False})
+@click.option("--memory", default=vm_boot.DEFAULT_MEMORY, show_default=True, metavar="SIZE",
+              help="the guest's RAM")
+@click.option("--cpus", default=2, show_default=True, type=int, help="the guest's CPUs")
+@click.option("--rwdir", "rwdirs", multiple=True, metavar="DIR",
+              help="a directory the guest writes through to this machine (repeatable)")
+@click.option("--no-cwd", is_flag=True, help="do not share the current directory read-write")
+@click.option("--lru", type=click.Choice(sorted(vm_boot.LRU)),
+              help="reclaim's lists for COMMAND: mglru writes y to /sys/kernel/mm/lru_gen/enabled before "
+                   "it, classic n (default: the kernel's, classic)")
+@click.option("--kernel", metavar="VMLINUZ", help="the kernel image (default: the newest /boot/vmlinuz-6.1.*)")
+@click.option("--timeout", type=float, metavar="S", help="stop the guest after S seconds (exit 124)")
+@click.option("--dry-run", is_flag=True, help="print virtme-ng's command line and boot nothing")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(memory, cpus, rwdirs, no_cwd, lru, kernel, timeout, dry_run, command):
+    """Boot the 6.1 kernel, run COMMAND in it as root, exit with its status.
+
+    The guest sees this machine's files read-only (writes go to a tmpfs overlay and vanish), except
+    the current directory and each --rwdir, which it writes through. Without KVM (no vmx/svm flag)
+    qemu emulates the CPU: booting takes about half a minute."""
+    sys.exit(vm_boot.run(list(command), memory=memory, cpus=cpus, rwdirs=rwdirs, share_cwd=not no_cwd,
+                         kernel=kernel, lru=lru, timeout=timeout, dry_run=dry_run))
