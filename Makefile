@@ -4,7 +4,7 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 PIP   := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup system demo test test-fast asan bench flash-check bench-record bench-record-pressure validate-grid clean
+.PHONY: setup system demo test test-fast asan fuzz bench flash-check bench-record bench-record-pressure validate-grid vm clean
 
 ## setup: system packages (apt), the venv, the package with its C core, llama-cpp-python, bcc
 setup: $(VENV)/.installed
@@ -27,13 +27,25 @@ demo: setup
 test: setup
 	$(VENV)/bin/pytest -q -rs tests
 
-## asan: the C core rebuilt with -fsanitize=address,undefined, then the core's tests against it
+## asan: the C core rebuilt with -fsanitize=address,undefined, then the core's tests against it, the
+## fuzzing harness's C-core cases included (tests/test_fuzz_core.py: sizes past what can be allocated
+## must come back as NULL, which the core turns into an error: allocator_may_return_null)
 asan: setup
 	rm -rf build/asan && mkdir -p build/asan
 	KMEMSIM_SANITIZE=1 $(PY) c_ext/build.py build/asan
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	KMEMSIM_CORE_PATH=build/asan $(VENV)/bin/pytest -q -x -p no:cacheprovider tests/test_core_mechanisms.py tests/test_core_invariants.py tests/test_lmkd.py
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	KMEMSIM_CORE_PATH=build/asan $(VENV)/bin/pytest -q -x -p no:cacheprovider tests/test_core_mechanisms.py tests/test_core_invariants.py tests/test_lmkd.py tests/test_mglru.py tests/test_fuzz_core.py
+
+## fuzz: coverage-guided fuzzing (atheris) of the GGUF and trace parsers, FUZZ_S seconds each, then the
+## hypothesis harness at length (FUZZ_EXAMPLES draws per loader); a finding's input is kept and named
+FUZZ_S ?= 60
+FUZZ_EXAMPLES ?= 1000
+fuzz: setup
+	for t in gguf trace; do \
+	  $(PY) tests/fuzz_atheris.py $$t -max_total_time=$(FUZZ_S) -rss_limit_mb=4096 -timeout=30 || exit 1; \
+	done
+	KMEMSIM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(VENV)/bin/pytest -q -p no:cacheprovider tests/test_fuzz.py
 
 bench: setup
 	$(PY) -m kmemsim.bench.replay
@@ -63,6 +75,12 @@ $(GRID)/models/qwen3-0.6b-q4_0.gguf: | setup
 	mkdir -p $(@D) && $(VENV)/bin/kmemsim model synth $@ --preset Qwen3-0.6B --type q4_0
 validate-grid: setup $(GRID_MODELS)
 	$(VENV)/bin/kmemsim validate $(GRID_MODELS) --prompt 64 --decode 8 --ctx 512 --repeat $(REPEAT) -o $(GRID)/out
+
+## vm: Debian's 6.1 kernel booted under qemu with this machine's root file system read-only (docs/vm.md),
+## VM_CMD run in it as root; one line saying what is missing where it cannot start (exit 2)
+VM_CMD ?= sh -c 'uname -r; echo "lru_gen/enabled: $$(cat /sys/kernel/mm/lru_gen/enabled)"'
+vm: setup
+	$(VENV)/bin/kmemsim vm run -- $(VM_CMD)
 
 clean:
 	rm -rf build $(VENV) *.egg-info kmemsim/_core*.so

@@ -13,7 +13,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PKG = ROOT / "kmemsim"
 # the floors, lowest first: a folder imports only from its own and the floors below it
-FLOORS = ["core", "engine", "workload", "live", "report", "experiment", "validate", "cli", "bench"]
+FLOORS = ["core", "engine", "workload", "live", "report", "experiment", "sweep", "validate", "cli", "bench"]
 # libraries whose import inside a function is expected without a word (the standard library's are not)
 STDLIB = set(sys.stdlib_module_names)
 

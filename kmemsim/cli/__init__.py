@@ -2,7 +2,8 @@
 each. The command modules import their heavy machinery inside the command (start-up: `kmemsim --help`
 loads no pandas, no C core)."""
 from .main import main
-from . import cleanup, compare, demo, experiment, is_live, predict, profile, record, replay, scenario, validate, workload
+from . import cleanup, compare, demo, experiment, export, is_live, predict, profile, record, replay, scenario, sweep, \
+    trace_import, validate, vm, workload
 
 __all__ = ["main"]
 
@@ -20,4 +21,8 @@ main.add_command(workload.trace)
 main.add_command(predict.predict)
 main.add_command(validate.validate)
 main.add_command(is_live.is_live)
+main.add_command(sweep.sweep)
+main.add_command(export.export)
+main.add_command(vm.vm)
 workload.workload.add_command(scenario.scenario)     # `kmemsim workload scenario`
+workload.trace.add_command(trace_import.trace_import)   # `kmemsim trace import ftrace|perfetto`

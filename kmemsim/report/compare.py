@@ -2,6 +2,7 @@
 a device profile; writes summary.csv, summary.md, plots and report.html (kmemsim.report)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
@@ -12,13 +13,15 @@ from tqdm import tqdm
 from ..core.atomic import atomic_write
 from ..core.errors import InputError
 from ..core.units import PAGE_SIZE
+from ..core import trace
 from ..core.trace import Trace
 from ..engine.kernel import POLICIES, Config, Emulator, ffi
 from ..engine import managers
 from ..engine.time import serial as timing
 from ..workload import llama as lw, scenario
 from ..workload.llama.graph import step_rows
-from .tables import describe, table_markdown
+from .perfetto import TIMELINE_COLUMNS
+from .tables import describe, markdown, table_markdown
 
 COLUMNS = ["policy", "peak_memory_bytes", "mean_memory_bytes", "peak_resident_bytes", "storage_read_bytes",
            "major_faults", "swap_out_bytes", "swap_in_bytes", "ttft_s", "tpot_s", "request_latency_s",
@@ -78,17 +81,56 @@ def workload_from_scenario(path, overrides=(), kv_manager=None) -> Workload:
 
 
 def workload_from_model(path, prompt=256, decode=32, ctx=4096, batch=512, ubatch=512, paths=1,
-                        requests=1, kv_manager=None) -> Workload:
+                        requests=1, kv_manager=None, seed=0) -> Workload:
     tr = lw.generate(str(path), prompt=prompt, decode=decode, ctx=ctx * paths, batch=batch, ubatch=ubatch,
-                     seqs=paths, requests=requests, kv_manager=kv_manager)
+                     seqs=paths, requests=requests, kv_manager=kv_manager, seed=seed)
     prompts = {f"request {k}": int(prompt) for k in range(int(requests))}
     return Workload(tr, Path(path).stem, f"model {path}", prompts, batch, min(ubatch, batch), paths,
                     {"model": str(path), "prompt": prompt, "decode": decode, "ctx": ctx, "paths": paths,
                      "kv_manager": tr.meta["llama"][0]["kv_manager"]})
 
 
+LIVE = ["storage_read_bytes", "major_faults", "swap_out_bytes", "swap_in_bytes", "peak_resident_bytes", "oom_kill",
+        "lmk_kill"]
+
+
+def live_totals(summary: dict) -> dict:
+    """A run directory's measured totals in compare's columns (None where the run has no such
+    measure): the page cache's adds of every file, faults, swap, peak, kills."""
+    files = list(summary.get("files", {}).values()) + list(summary.get("other_files", []))
+    g = lambda k: summary.get(k) if summary.get(k) is not None else None
+    return {"storage_read_bytes": sum(int(f.get("pages_added", 0)) for f in files) * PAGE_SIZE,
+            "major_faults": g("major_faults"),
+            "swap_out_bytes": None if g("swap_out_pages") is None else int(summary["swap_out_pages"]) * PAGE_SIZE,
+            "swap_in_bytes": None if g("swap_in_pages") is None else int(summary["swap_in_pages"]) * PAGE_SIZE,
+            "peak_resident_bytes": g("peak_resident_bytes"), "oom_kill": g("oom_kills"), "lmk_kill": g("lmk_kills")}
+
+
+def workload_from_run(path) -> Workload:
+    """A run directory (`kmemsim run`, `kmemsim trace import`): its events.parquet replayed, its
+    summary.json's totals kept as the live ground truth beside the policies (live.csv)."""
+    ev, sm = Path(path) / "events.parquet", Path(path) / "summary.json"
+    if not ev.exists() or not sm.exists():
+        raise InputError(f"{path}: a directory, but not a run directory (no events.parquet and summary.json)")
+    with open(sm) as f:
+        summ = json.load(f)
+    tr = trace.load(str(ev))
+    if not tr.meta.get("phases") and len(tr):
+        # one phase, "run", from the first event: the time model charges its counts to it
+        meta = dict(tr.meta, phases=["run"])
+        row = {"t": tr.cols["t"][0], "pid": tr.cols["pid"][0], "op": trace.Op.PHASE, "map": -1, "page": 0,
+               "npages": 0, "arg": 0, "flags": 0}
+        tr = Trace({k: np.insert(v, 0, np.asarray(row[k], v.dtype)) for k, v in tr.cols.items()}, meta)
+    return Workload(tr, Path(path).name, f"run directory {path}", params={"run_dir": str(path),
+                                                                            "live": live_totals(summ)})
+
+
 def load_workload(path, overrides=(), kv_manager=None, **model_kw) -> Workload:
     p = Path(path)
+    if p.is_dir():
+        if overrides or kv_manager is not None:
+            raise InputError("--set and --kv-manager apply to a scenario or a model, not to a run directory")
+        return workload_from_run(p)
     if not p.exists():
         raise InputError(f"{path}: no such file")
     if p.suffix == ".toml":
@@ -199,9 +241,19 @@ def write(cmp: Comparison, out_dir) -> dict:
     csv = cmp.table.to_csv(index=False)
     atomic_write(out / "summary.csv", csv); paths["summary.csv"] = out / "summary.csv"
     md = f"# kmemsim compare\n\n{describe(cmp)}\n\n{table_markdown(cmp.table)}\n"
+    live = cmp.workload.params.get("live")
+    if live is not None:           # a run directory's own measures, beside what each policy makes of its trace
+        row = pd.DataFrame([{"source": "live", **live}])
+        atomic_write(out / "live.csv", row.to_csv(index=False)); paths["live.csv"] = out / "live.csv"
+        md += f"\n## Measured in the run ({cmp.workload.source})\n\n{markdown(row)}\n"
     atomic_write(out / "summary.md", md); paths["summary.md"] = out / "summary.md"
     ph = pd.concat([r.phases.assign(policy=r.policy) for r in cmp.runs])
     atomic_write(out / "phases.csv", ph.to_csv()); paths["phases.csv"] = out / "phases.csv"
+    # each policy's timeline, the columns `kmemsim export perfetto DIR` draws
+    tl = pd.concat([r.timeline[[c for c in TIMELINE_COLUMNS if c in r.timeline]].assign(policy=r.policy)
+                    for r in cmp.runs], ignore_index=True)
+    atomic_write(out / "timeline.parquet", lambda tmp: tl.to_parquet(tmp, index=False))
+    paths["timeline.parquet"] = out / "timeline.parquet"
     pngs = plots.comparison(cmp)
     for name, data in pngs.items():
         atomic_write(out / name, data)

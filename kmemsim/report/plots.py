@@ -144,7 +144,7 @@ def experiment_lines(df, x, y, line, facet, logy=False, title="", xlabel="", yla
         for k, name in enumerate(names):
             d = sub[sub[line] == name].groupby(x, as_index=False)[y].mean().sort_values(x)
             ax.plot(d[x], d[y], marker="o", ms=3, lw=1.2, label=name, color=f"C{k}")
-        ax.set_title(f"{r}, {facet[1]} {c}", fontsize=9)
+        ax.set_title(", ".join(x for x in (str(r), f"{facet[1]} {c}".strip()) if x), fontsize=9)
         if logy:
             ax.set_yscale("log")
         ax.grid(alpha=0.3, which="both")
