@@ -4,7 +4,7 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 PIP   := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup system demo test test-fast asan fuzz bench flash-check bench-record bench-record-pressure validate-grid vm clean
+.PHONY: setup system demo test test-fast asan fuzz bench flash-check bench-record bench-record-pressure validate-grid vm guest-llama validate-grid-6.1 clean
 
 ## setup: system packages (apt), the venv, the package with its C core, llama-cpp-python, bcc
 setup: $(VENV)/.installed
@@ -81,6 +81,30 @@ validate-grid: setup $(GRID_MODELS)
 VM_CMD ?= sh -c 'uname -r; echo "lru_gen/enabled: $$(cat /sys/kernel/mm/lru_gen/enabled)"'
 vm: setup
 	$(VENV)/bin/kmemsim vm run -- $(VM_CMD)
+
+## validate-grid-6.1: the validation grid's subset sized for the 6.1 guest under TCG (docs/validation.md,
+## "On 6.1"): GRID61_MODELS at GRID61_LIMITS, REPEAT61 live runs each, with the classic lists and with
+## MGLRU, each a boot of its own; the models on an ext4 disk (read through the block layer as on a
+## phone); predicted with this machine's device profile (times in the guest are TCG's: only counts
+## compare). Into GRID61/{classic,mglru}/ (root; some 40 minutes per LRU and model here)
+GRID61        ?= build/grid-6.1
+GRID61_MODELS ?= $(GRID)/models/tiny-f16.gguf
+GRID61_LIMITS ?= 40%,80%,120%
+REPEAT61      ?= 1
+## guest-llama: llama.cpp's libraries for the guest's CPU (TCG: AVX2, no AVX-512), the venv's version
+guest-llama: $(VENV)/guest-llama/version
+$(VENV)/guest-llama/version: | setup
+	bash .ci/build-guest-llama.sh $(VENV) $(VENV)/guest-llama
+$(GRID61)/device-profile.toml: | setup
+	mkdir -p $(@D) && $(VENV)/bin/kmemsim profile --no-fio -o $@
+validate-grid-6.1: setup guest-llama $(GRID61_MODELS) $(GRID61)/device-profile.toml
+	$(VENV)/bin/kmemsim vm disk $(GRID61_MODELS) -o $(GRID61)/models.img
+	for lru in classic mglru; do \
+	  $(VENV)/bin/kmemsim vm run --memory 3G --disk $(GRID61)/models.img:/tmp/models --lru $$lru --rwdir $(GRID61) --no-cwd -- \
+	    kmemsim validate $(foreach m,$(GRID61_MODELS),/tmp/models/$(notdir $(m))) --prompt 64 --decode 8 --ctx 512 \
+	      --mem-limit $(GRID61_LIMITS) --repeat $(REPEAT61) --device-profile $(GRID61)/device-profile.toml \
+	      -o $(GRID61)/$$lru || exit 1; \
+	done
 
 clean:
 	rm -rf build $(VENV) *.egg-info kmemsim/_core*.so

@@ -135,3 +135,61 @@ def test_the_recorder_leaves_out_what_an_older_kernel_lacks(tmp_path, monkeypatc
     assert not probes.kernel_has("filemap:mm_filemap_fault")
     monkeypatch.setattr(probes, "TRACEFS", (str(tmp_path / "none"),))
     assert probes.kernel_has("filemap:mm_filemap_fault")     # no tracefs: bcc's compile will say
+
+
+def test_a_disk_image_holds_the_models_and_is_mounted_read_only(boot, tmp_path, monkeypatch):
+    """`kmemsim vm disk` writes an ext4 image with the files at its root (mke2fs -d; debugfs reads it
+    back without mounting), and `vm run --disk IMAGE[:DIR]` attaches it (virtme-ng: virtio-blk, vda
+    first) and mounts it read-only where asked."""
+    import subprocess
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    a.write_bytes(os.urandom(300_000))
+    b.write_bytes(b"x" * 5000)
+    img = tmp_path / "models.img"
+    r = CliRunner().invoke(main, ["vm", "disk", str(a), str(b), "-o", str(img)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    ls = subprocess.run(["debugfs", "-R", "ls -l /", str(img)], capture_output=True, text=True).stdout
+    assert "a.gguf" in ls and "b.gguf" in ls and "300000" in ls
+    dumped = tmp_path / "back"
+    subprocess.run(["debugfs", "-R", f"dump /a.gguf {dumped}", str(img)], capture_output=True, check=True)
+    assert dumped.read_bytes() == a.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(vm, "kvm_missing", lambda: "the CPU shows no vmx/svm flag")
+    r = invoke("--dry-run", "--disk", str(img), "--disk", f"{img}:/tmp/second", "--", "true")
+    assert r.exit_code == 0, r.output
+    args = shlex.split(r.output)
+    assert [args[i + 1] for i, x in enumerate(args) if x == "--disk"] == [str(img), str(img)]
+    script = args[args.index("--exec") + 1]
+    assert "mount -o ro /dev/vda /tmp/models" in script and "mount -o ro /dev/vdb /tmp/second" in script
+    assert script.index("mount -o ro /dev/vda") < script.index("exec true")
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("nothere.img", "no such image file"),
+    ("{img}:relative/dir", "must be an absolute path"),
+])
+def test_a_bad_disk_is_one_line(boot, tmp_path, spec, says):
+    img = tmp_path / "x.img"
+    img.write_bytes(b"")
+    r = invoke("--dry-run", "--disk", spec.format(img=img), "--", "true")
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and says in r.output, r.output
+
+
+def test_two_files_of_one_name_make_no_image(tmp_path):
+    (tmp_path / "x").mkdir()
+    for d in (tmp_path, tmp_path / "x"):
+        (d / "m.gguf").write_bytes(b"1")
+    r = CliRunner().invoke(main, ["vm", "disk", str(tmp_path / "m.gguf"), str(tmp_path / "x" / "m.gguf"),
+                                  "-o", str(tmp_path / "o.img")], catch_exceptions=False)
+    assert r.exit_code == 2 and "share a name" in r.output
+    assert not (tmp_path / "o.img").exists()
+
+
+def test_the_guest_loads_llama_cpp_built_for_its_cpu(tmp_path, monkeypatch):
+    """Where `make guest-llama` built llama.cpp for the CPU qemu emulates, the guest's llama_cpp
+    loads it (LLAMA_CPP_LIB_PATH, read by llama_cpp/llama_cpp.py); a path the user set wins."""
+    monkeypatch.setattr(vm, "GUEST_LLAMA", str(tmp_path))
+    assert vm.guest_env({"PATH": "/bin"})["LLAMA_CPP_LIB_PATH"] == str(tmp_path)
+    assert vm.guest_env({"PATH": "/bin", "LLAMA_CPP_LIB_PATH": "/mine"})["LLAMA_CPP_LIB_PATH"] == "/mine"
+    monkeypatch.setattr(vm, "GUEST_LLAMA", str(tmp_path / "absent"))
+    assert "LLAMA_CPP_LIB_PATH" not in vm.guest_env({"PATH": "/bin"})

@@ -34,9 +34,12 @@ from .options import number_ok
               help="how often the recorder reads the cgroup's memory.stat, seconds; each read makes the "
                    "statistics reclaim decides by fresh (0: at the start and end only, the kernel as it "
                    "runs unobserved; predicted so)")
+@click.option("--device-profile", "device", type=click.Path(dir_okay=False),
+              help="predict with this device profile (a `kmemsim profile` file) instead of measuring this "
+                   "machine: a 6.1 guest under TCG (`make validate-grid-6.1`) takes its host's")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
 def validate(models, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness, repeat, reuse,
-             memcg_interval, out_dir):
+             memcg_interval, device, out_dir):
     """Validate the emulator against the live kernel on real llama.cpp (one model or several)."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     import pandas as pd
@@ -44,6 +47,10 @@ def validate(models, prompt, decode, ctx, batch, ubatch, threads, limits, zram, 
     from ..validate.markdown import grid_markdown, markdown, score_markdown
     from ..validate.reference import check_args
     output_dir(out_dir)
+    if device is not None:
+        from ..core.paths import input_file
+        from ..engine.time.device import load
+        load(input_file(device, "--device-profile"))       # a bad profile refused before any run
     number_ok(memcg_interval, "--memcg-interval", 0, MAX_PERIOD_S)
     for m in models:                     # every model checked before the first live run
         check_args(m, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
@@ -55,7 +62,7 @@ def validate(models, prompt, decode, ctx, batch, ubatch, threads, limits, zram, 
         out = out_dir if len(models) == 1 else os.path.join(out_dir, stem)
         dfs.append(V.validate(m, prompt, decode, ctx, limits, out, batch, ubatch, threads, zram, swappiness,
                               reuse=reuse, progress=lambda s, stem=stem: click.echo(f"{stem} {s}", err=True),
-                              repeat=repeat, memcg_interval=memcg_interval))
+                              repeat=repeat, memcg_interval=memcg_interval, device=device))
     if len(models) == 1:
         click.echo(score_markdown(dfs[0]) + markdown(dfs[0]))
         click.echo(f"wrote {out_dir}/: validation.csv validation.md plots/")

@@ -1,5 +1,6 @@
 """`kmemsim vm run -- COMMAND`: COMMAND as root in Debian's 6.1 kernel under qemu (virtme-ng), this
 machine's root file system shared read-only (kmemsim/live/vm.py; docs/vm.md)."""
+import os
 import sys
 
 import click
@@ -23,15 +24,35 @@ def vm():
 @click.option("--lru", type=click.Choice(sorted(vm_boot.LRU)),
               help="reclaim's lists for COMMAND: mglru writes y to /sys/kernel/mm/lru_gen/enabled before "
                    "it, classic n (default: the kernel's, classic)")
+@click.option("--disk", "disks", multiple=True, metavar="IMAGE[:DIR]",
+              help="a file system image (`kmemsim vm disk`'s) attached as a disk and mounted read-only at DIR "
+                   "in the guest (default /tmp/IMAGE's stem): files read from a block device, as on a phone "
+                   "(repeatable)")
 @click.option("--kernel", metavar="VMLINUZ", help="the kernel image (default: the newest /boot/vmlinuz-6.1.*)")
 @click.option("--timeout", type=float, metavar="S", help="stop the guest after S seconds (exit 124)")
 @click.option("--dry-run", is_flag=True, help="print virtme-ng's command line and boot nothing")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(memory, cpus, rwdirs, no_cwd, lru, kernel, timeout, dry_run, command):
+def run(memory, cpus, rwdirs, no_cwd, lru, disks, kernel, timeout, dry_run, command):
     """Boot the 6.1 kernel, run COMMAND in it as root, exit with its status.
 
     The guest sees this machine's files read-only (writes go to a tmpfs overlay and vanish), except
     the current directory and each --rwdir, which it writes through. Without KVM (no vmx/svm flag)
     qemu emulates the CPU: booting takes about half a minute."""
     sys.exit(vm_boot.run(list(command), memory=memory, cpus=cpus, rwdirs=rwdirs, share_cwd=not no_cwd,
-                         kernel=kernel, lru=lru, timeout=timeout, dry_run=dry_run))
+                         kernel=kernel, lru=lru, timeout=timeout, dry_run=dry_run,
+                         disks=disks))
+
+
+@vm.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "image", required=True, type=click.Path(dir_okay=False),
+              help="the image file to write (raw ext4)")
+def disk(files, image):
+    """An ext4 image holding FILES (models) for `kmemsim vm run --disk IMAGE`: in the guest they are
+    read through a block device and its readahead, as on a phone's flash, not over the shared 9p root.
+
+    Example: kmemsim vm disk model.gguf -o models.img && kmemsim vm run --disk models.img -- ls /tmp/models"""
+    from ..core.paths import output_file
+    output_file(image)
+    size = vm_boot.make_disk(files, image)
+    click.echo(f"wrote {image} ({size / 2**20:.0f} MiB, ext4): {', '.join(os.path.basename(f) for f in files)}")

@@ -50,6 +50,7 @@ import zstandard
 from ..core.errors import InputError
 from ..core.trace import TraceBuilder
 from ..core.units import PAGE_SIZE
+from ..engine.kernel_release import release_config
 from ..engine.time.compute import TimeModel
 from ..workload import llama as lw, synth
 from ..workload.llama.cb_eval import quiet as quiet_llama
@@ -813,8 +814,7 @@ def to_toml(m: dict) -> str:
                   "scan_us_per_page = 0.0             # in the two above" + rec_txt)
     else:
         rc_txt = "scan_us_per_page = 0.15           # [estimate] not measured (kmemsim profile as root measures it)"
-    rel = tuple(int(x) for x in (platform.release().split("-")[0].split(".") + ["0"])[:2] if x.isdigit())
-    exec_order = (0 if platform.machine() in ("x86_64", "AMD64") else 4) if rel >= (6, 17) else -1
+    exec_order = release_config(platform.release(), platform.machine())["exec_folio_order"]
     lru, min_ttl, lru_seen = lru_gen()
     lru_txt = f'lru = "{lru}"                  # {lru_seen}' + (f"\nmin_ttl_ms = {min_ttl}" if lru == "mglru" and min_ttl else "")
     return f"""# This machine, measured by `kmemsim profile` on {time.strftime('%Y-%m-%d %H:%M')} ({platform.node()},

@@ -97,7 +97,9 @@ class RunDir:
         summ = summary(rec, tables, status, samples, tstats, cg=cg, rusage=rusage, faults=faults, pid=pid)
         summ["t0_monotonic_ns"] = int(t0)         # event times t are ns after this CLOCK_MONOTONIC instant
         env = dict(env or {})
-        env["read_ahead_kb"] = {d: read_ahead_kb(d) for d in sorted({f["dev"] for f in summ["files"].values()})}
+        devs = sorted({f["dev"] for f in summ["files"].values()})
+        env["read_ahead_kb"] = {d: read_ahead_kb(d) for d in devs}
+        env["fs_type"] = fs_types(devs)             # large folios or not (engine/kernel_release.py)
         self.write_json("kernel.json", env)
         self.write_json("summary.json", summ)
 
@@ -378,6 +380,18 @@ def read_ahead_kb(dev):
         if v is not None:
             return int(v)
     return None
+
+
+def fs_types(devs, mountinfo="/proc/self/mountinfo") -> dict:
+    """The file system type mounted from each device ('maj:min'), from mountinfo (its third field
+    and the first after ' - ')."""
+    out = {}
+    for line in (read_text(mountinfo) or "").splitlines():
+        head, _, tail = line.partition(" - ")
+        f = head.split()
+        if len(f) > 2 and f[2] in devs and tail:
+            out.setdefault(f[2], tail.split()[0])
+    return out
 
 
 def lru_mode():

@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 
@@ -31,9 +32,14 @@ DEFAULT_MEMORY = "2G"           # the recorder and bcc's compile take ~300 MiB; 
 MAX_CPUS = 64
 MIN_FREE_DISK = 256 << 20       # qemu's and virtme-ng's files, and a run directory's
 # what the guest is given of this environment: the rest of it is the guest init's
-PASS_ENV = ("HOME", "LANG", "LC_ALL", "TERM", "CI", "MPLCONFIGDIR", "PYTHONPATH", "VIRTUAL_ENV")
+PASS_ENV = ("HOME", "LANG", "LC_ALL", "TERM", "CI", "MPLCONFIGDIR", "PYTHONPATH", "VIRTUAL_ENV",
+            "LLAMA_CPP_LIB_PATH")
 PASS_PREFIXES = ("KMEMSIM_", "OPENBLAS_", "OMP_")
 LRU = {"classic": "n", "mglru": "y"}    # /sys/kernel/mm/lru_gen/enabled (mm/vmscan.c: lru_gen_change_state)
+# llama.cpp's libraries built for the CPU qemu emulates (.ci/build-guest-llama.sh, `make guest-llama`):
+# the venv's are built for this CPU (-march=native), whose AVX-512 TCG lacks. The guest's llama_cpp
+# loads them through LLAMA_CPP_LIB_PATH (llama_cpp/llama_cpp.py)
+GUEST_LLAMA = os.path.join(sys.prefix, "guest-llama", "lib")
 APT = "apt-get install qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64, or `make setup`"
 
 
@@ -149,15 +155,27 @@ def guest_env(environ=None) -> dict:
     for k, v in environ.items():
         if k in PASS_ENV or k.startswith(PASS_PREFIXES):
             env[k] = v
+    if os.path.isdir(GUEST_LLAMA) and "LLAMA_CPP_LIB_PATH" not in environ:
+        env["LLAMA_CPP_LIB_PATH"] = GUEST_LLAMA
     return env
 
 
-def guest_script(argv, env: dict, lru: str | None = None) -> str:
+def guest_script(argv, env: dict, lru: str | None = None, disks=()) -> str:
     """The shell line the guest's init runs: the environment, zram's module (the recorder's --zram
-    looks for /sys/block/zram0), tracefs, the LRU asked for, then the command."""
+    looks for /sys/block/zram0), tracefs, each disk mounted read-only where it was asked (virtme-ng
+    attaches them as virtio-blk devices in order: vda, vdb, ...; Debian builds virtio_blk as a
+    module), the LRU asked for, then the command."""
     lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
     lines.append("modprobe zram num_devices=1 2>/dev/null")
     lines.append("mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null")
+    if disks:
+        lines.append("modprobe virtio_blk")
+        for i, d in enumerate(disks):
+            dev = f"/dev/vd{chr(ord('a') + i)}"
+            # udev is not there to make the node at once: wait for it (a few seconds under TCG)
+            lines.append(f"for i in $(seq 100); do [ -b {dev} ] && break; sleep 0.1; done")
+            lines.append(f"mkdir -p {shlex.quote(d.mount)} && mount -o ro {dev} {shlex.quote(d.mount)} "
+                         f"|| {{ echo 'kmemsim vm: cannot mount {d.image} ({dev}) at {d.mount}' >&2; exit 2; }}")
     if lru is not None:
         lines.append(f"echo {LRU[lru]} > /sys/kernel/mm/lru_gen/enabled || exit 2")
     lines.append("exec " + shlex.join(argv))
@@ -165,7 +183,7 @@ def guest_script(argv, env: dict, lru: str | None = None) -> str:
 
 
 def command_line(argv, kernel: Kernel, memory: int, cpus: int, rwdirs, cwd: str, kvm: bool,
-                 lru: str | None = None, environ=None) -> list:
+                 lru: str | None = None, environ=None, disks=()) -> list:
     """virtme-ng's command line: the root file system read-only over 9p (bookworm's qemu ships the
     C virtiofsd, whose arguments are not the ones virtme-ng passes: it would wait, then fall back),
     HOME as a copy-on-write overlay (caches read, writes kept in the guest), RWDIRS read-write."""
@@ -179,7 +197,9 @@ def command_line(argv, kernel: Kernel, memory: int, cpus: int, rwdirs, cwd: str,
         args += ["--overlay-rwdir", home]
     for d in rwdirs:
         args += ["--rwdir", d]
-    args += ["--exec", guest_script(argv, env, lru)]
+    for d in disks:
+        args += ["--disk", d.image]         # (qemu guesses raw and says so: it is)
+    args += ["--exec", guest_script(argv, env, lru, disks)]
     return args
 
 
@@ -203,9 +223,61 @@ def shared_dirs(rwdirs, share_cwd: bool, cwd: str) -> list:
     return out
 
 
+@dataclass(frozen=True)
+class Disk:
+    image: str          # a file system image on this machine (raw)
+    mount: str          # where the guest mounts it, read-only
+
+
+def parse_disk(spec: str) -> Disk:
+    """IMAGE[:DIR]: a raw file system image (e.g. `kmemsim vm disk`'s) the guest mounts read-only at
+    DIR (default /tmp/IMAGE's stem: the guest's root is read-only, /tmp is its own)."""
+    image, _, mount = spec.partition(":")
+    if not os.path.isfile(image):
+        raise InputError(f"--disk {spec}: no such image file {image!r} (make one with `kmemsim vm disk`)")
+    if "=" in image or "," in image:
+        raise InputError(f"--disk {spec}: virtme-ng takes no '=' or ',' in a disk's path")
+    mount = mount or "/tmp/" + os.path.splitext(os.path.basename(image))[0]
+    if not os.path.isabs(mount):
+        raise InputError(f"--disk {spec}: the mount point {mount!r} must be an absolute path in the guest")
+    return Disk(os.path.abspath(image), os.path.normpath(mount))
+
+
+def make_disk(files, image: str, slack: float = 1.1) -> int:
+    """An ext4 image holding FILES at its root (mke2fs -d: no mount, no root), sized to them plus
+    ext4's metadata, written whole or not at all. Files read from a block device in the guest are
+    read as on a phone's flash, through the block layer's readahead (read_ahead_kb), where the shared
+    root's 9p has its own (v9fs sets the bdi's ra_pages from its msize). Returns the image's size."""
+    from ..core.atomic import atomic_path
+    mke2fs = shutil.which("mke2fs") or "/usr/sbin/mke2fs"
+    if not os.access(mke2fs, os.X_OK):
+        raise InputError("no mke2fs: apt-get install e2fsprogs")
+    files = [os.path.abspath(f) for f in files]
+    for f in files:
+        if not os.path.isfile(f):
+            raise InputError(f"{f}: no such file")
+    names = [os.path.basename(f) for f in files]
+    if len(set(names)) < len(names):
+        raise InputError("two files share a name: the image holds them side by side at its root")
+    total = sum(os.path.getsize(f) for f in files)
+    size_mib = int(total * slack / 2**20) + 64
+    with tempfile.TemporaryDirectory(prefix="kmemsim-disk-") as d:
+        for f in files:            # linked where they share a file system, else copied
+            try:
+                os.link(f, os.path.join(d, os.path.basename(f)))
+            except OSError:
+                shutil.copyfile(f, os.path.join(d, os.path.basename(f)))
+        with atomic_path(image) as tmp:
+            r = subprocess.run([mke2fs, "-q", "-F", "-t", "ext4", "-L", "kmemsim", "-d", d, tmp, f"{size_mib}M"],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise InputError(f"mke2fs failed: {(r.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return os.path.getsize(image)
+
+
 def run(argv, *, memory: str = DEFAULT_MEMORY, cpus: int = 2, rwdirs=(), share_cwd: bool = True,
         kernel: str | None = None, lru: str | None = None, timeout: float | None = None,
-        dry_run: bool = False, out=None, err=None) -> int:
+        dry_run: bool = False, out=None, err=None, disks=()) -> int:
     """Boot the kernel, run ARGV in it, return its exit status (124: past TIMEOUT, 130: interrupted).
     The guest's output goes to OUT and ERR (this process's stdout and stderr)."""
     out = sys.stdout if out is None else out
@@ -223,9 +295,10 @@ def run(argv, *, memory: str = DEFAULT_MEMORY, cpus: int = 2, rwdirs=(), share_c
         raise InputError(f"--timeout {timeout}: expected a positive number of seconds")
     cwd = os.getcwd()
     dirs = shared_dirs(rwdirs, share_cwd and cwd != "/", cwd)
+    disks = [parse_disk(d) for d in disks]
     k = find_kernel(kernel)
     why = kvm_missing()
-    args = command_line(argv, k, mem, cpus, dirs, cwd, why is None, lru)
+    args = command_line(argv, k, mem, cpus, dirs, cwd, why is None, lru, disks=disks)
     if dry_run:
         print(shlex.join(args), file=out)
         return 0
@@ -236,6 +309,9 @@ def run(argv, *, memory: str = DEFAULT_MEMORY, cpus: int = 2, rwdirs=(), share_c
     if why is not None:
         print(f"kmemsim vm: {why}: qemu emulates the CPU (TCG), ~10x slower; booting {k.release} takes "
               "half a minute", file=err)
+        if "avx512f" in cpu_flags() and not os.path.isdir(GUEST_LLAMA):
+            print("kmemsim vm: this llama.cpp is built for this CPU's AVX-512, which qemu does not emulate: "
+                  "in the guest it stops on SIGILL (`make guest-llama` builds one for the guest)", file=err)
     return boot(args, timeout, out, err)
 
 

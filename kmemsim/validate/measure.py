@@ -46,7 +46,7 @@ def boot_profile_path() -> str:
     return os.path.join(cache_dir(), f"device-profile-{boot}-m{METHOD}.toml")
 
 
-def device_profile(out, progress=None):
+def device_profile(out, progress=None, given=None):
     """The device profile DIR's runs are predicted with (kept in DIR/device-profile.toml, so `--reuse`
     predicts with the profile its runs were made beside). The emulator's clock (reads in flight,
     reclaim and compute time) and the reported TTFT/TPOT come from it, so it must be this machine's:
@@ -55,8 +55,13 @@ def device_profile(out, progress=None):
     the profile's model; this machine measured 43 us, 12 us and 45 ms). A validation without one in DIR
     measures it (`kmemsim profile`, ~60 s, root) once per boot, in a process of its own (its llama.cpp
     run would otherwise map libllama into this one, which the reference child then shares); without
-    root, the file is used."""
+    root, the file is used. GIVEN: a profile file to use instead (copied into DIR; a DIR that has one
+    keeps its own)."""
     path = os.path.join(out, PROFILE)
+    if given is not None and not os.path.exists(path):
+        # a profile given (`validate --device-profile`): a 6.1 guest under TCG, whose own
+        # measurement would time qemu's emulation, is predicted with its host's
+        atomic_write(path, Path(given).read_text())
     if not os.path.exists(path):
         cache = boot_profile_path()
         if not os.path.exists(cache):
@@ -108,12 +113,20 @@ def engine_baseline(refresh=False) -> dict:
         i = int(np.argmax((s["memcg_total_cache"] + s["memcg_total_rss"]).to_numpy()))
         kmem = kernel_memory(s)
         with open(os.path.join(d, "run", "summary.json")) as f:
-            files = json.load(f).get("files", {})
+            summ = json.load(f)
+        files = summ.get("files", {})
+        # a file the engine faulted on: filemap_fault() seen, or where the kernel has no such
+        # tracepoint (6.1: summary's kernel_lacks), one the child maps (its smaps)
+        no_fault_tp = "filemap:mm_filemap_fault" in summ.get("kernel_lacks", [])
+        mapped = set(child.get("file_rss", {}))
+
+        def faulted(k, v):
+            return v.get("filemap_faults", 0) > 0 or (no_fault_tp and os.path.basename(k) in mapped)
         res = {"file_bytes": int(s["memcg_total_cache"].iloc[i]),
                # the files the engine mapped (libraries, extension modules) and the pages of each it
                # brought into the page cache: each is faulted in on its own, readahead per file
                "libraries": [[os.path.basename(k), int(v["pages_added"])] for k, v in sorted(files.items())
-                             if v.get("filemap_faults", 0) > 0 and v.get("pages_added", 0) > 0],
+                             if faulted(k, v) and v.get("pages_added", 0) > 0],
                # per library, its resident pages in executable mappings and in the others
                "library_rss": child.get("file_rss", {}),
                # and of those, the pages no other process maps: the child's own, charged to its

@@ -222,14 +222,17 @@ def stats_age_ms(memcg_interval):
 
 def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, threads=2, zram="lz4:4G",
             swappiness=60, policy="stock", engine=None, probe=None, warm=None, keep_result=False,
-            stats_flush_ms=0.0, device=None, recorded=False, stats_flush_phase_ms=0.0, kv_manager=None) -> dict:
+            stats_flush_ms=0.0, device=None, recorded=False, stats_flush_phase_ms=0.0, kv_manager=None,
+            kernel=None) -> dict:
     """Predicted metrics of the reference run (keys as in METRICS) plus the configuration.
     stats_flush_ms: how stale the memcg statistics reclaim reads are (Config.stats_flush_ms): 0 reads
     them as they are; FLUSH_TIME_MS as the kernel alone leaves them (`kmemsim predict`'s default).
     stats_flush_phase_ms: when the first flush falls (Config.stats_flush_phase_ms; FLUSH_PHASES).
     device: the machine's measured profile (kmemsim.engine.time.device.Device; None: measure.this_machine()).
     recorded: reclaim at the cost a run under kmemsim's recorder pays (Device.task_costs), as
-    validate's recorded reference runs ran; else as the device runs unobserved."""
+    validate's recorded reference runs ran; else as the device runs unobserved.
+    kernel: Config settings of the kernel the run is predicted on (validate.reference.run_kernel:
+    its LRU, readahead and release); None: Config's, this machine's."""
     if not os.path.isfile(model):
         raise InputError(f"model {model!r}: no such file")
     limit = parse_size(mem_limit, "--mem-limit") if not isinstance(mem_limit, int) else mem_limit
@@ -256,7 +259,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0,
                  threads=int(threads), stats_flush_ms=float(stats_flush_ms),
                  stats_flush_phase_ms=float(stats_flush_phase_ms),
-                 **(prof.task_costs(zram, recorded) if prof is not None else {}))
+                 **(prof.task_costs(zram, recorded) if prof is not None else {}), **(kernel or {}))
     # one replay of the phase-split copy (kmemsim.engine.time.serial.split_phases only inserts PHASE marks, so
     # the counts are those of the trace itself) gives both the metrics and the per-phase counts
     # the time model needs
@@ -300,7 +303,8 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
                      "repack_bytes": sess.repack_bytes, "kv_bytes": sess.kv_bytes,
                      "kv_manager": sess.kv_manager.name,
                      "device": prof.path if prof is not None else None,
-                     "reclaim_costs": "recorded" if recorded else "unrecorded"}
+                     "reclaim_costs": "recorded" if recorded else "unrecorded",
+                     "kernel": dict(kernel or {})}
     out["notes"] = notes
     if keep_result:
         out["_result"] = r

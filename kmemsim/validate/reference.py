@@ -219,6 +219,35 @@ def _result(outdir) -> dict:
         return json.load(f)
 
 
+def run_kernel(outdir, model) -> dict:
+    """The emulator's kernel settings for the reference run in OUTDIR, from what its kernel.json says
+    the kernel was: the LRU reclaim kept, the readahead of the model's device, and what its release
+    implies (engine/kernel_release.py: zeromap, large folios on the model's file system, exec
+    faults). A 6.1 guest's run (kmemsim vm) is predicted as 6.1 with the guest disk's 128 KiB, this
+    machine's as 6.18 with virtio's 8 MiB; settings it does not say stay Config's."""
+    from ..engine.kernel_release import release_config
+    try:
+        with open(os.path.join(outdir, "run", "kernel.json")) as f:
+            k = json.load(f)
+        with open(os.path.join(outdir, "run", "summary.json")) as f:
+            files = json.load(f).get("files", {})
+    except (OSError, ValueError):
+        return {}
+    mp = os.path.realpath(model)
+    dev = next((v["dev"] for p, v in files.items() if os.path.realpath(p) == mp), None)
+    if dev is None:          # the run made where the model was then (a grid's directory moved)
+        dev = next((v["dev"] for p, v in files.items() if os.path.basename(p) == os.path.basename(mp)), None)
+    out = release_config(k["kernel"], k.get("machine", "x86_64"), (k.get("fs_type") or {}).get(dev)) \
+        if k.get("kernel") else {}
+    ra = (k.get("read_ahead_kb") or {}).get(dev)
+    if ra is not None:
+        out["read_ahead_kb"] = int(ra)
+    lru = (k.get("lru") or {}).get("mode")
+    if lru in ("classic", "mglru"):
+        out["lru"] = lru
+    return out
+
+
 def measured(outdir, model, rc=0) -> dict:
     with open(os.path.join(outdir, "run", "summary.json")) as f:
         s = json.load(f)

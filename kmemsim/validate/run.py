@@ -40,7 +40,8 @@ def run_dirs(d, repeat=1, reuse=False) -> list:
 
 
 def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, threads=2, zram="lz4:4G",
-             swappiness=60, reuse=False, progress=None, repeat=1, memcg_interval=INTERVAL_S) -> pd.DataFrame:
+             swappiness=60, reuse=False, progress=None, repeat=1, memcg_interval=INTERVAL_S,
+             device=None) -> pd.DataFrame:
     """For each limit: `repeat` live reference runs (with reuse, those already in out/<label>/ and its
     repeat-<i>/), the prediction, and the comparison against the runs' median. Writes
     out/validation.csv, validation.md, plots/ and per-limit predicted.json / measured.json (each
@@ -49,7 +50,8 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     run's, also when reused) and device-profile.toml (device_profile); the phase table and plots
     are the first run's. memcg_interval: how often the recorder reads the cgroup's memory.stat
     (kmemsim run --memcg-interval; 0: at the start and end only, the kernel as it runs unobserved);
-    a reused run is predicted with the period it was recorded with. Returns the long table."""
+    a reused run is predicted with the period it was recorded with. device: a device profile file to
+    predict with rather than this machine's (measured once per boot). Returns the long table."""
     lims = check_args(model, prompt, decode, ctx, batch, ubatch, threads, limits, zram, swappiness)
     if int(repeat) < 1:
         raise InputError(f"--repeat must be at least 1 (got {repeat})")
@@ -61,7 +63,7 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
     engine = None                        # the cached baseline, for runs recorded without their own
     probe = llama_probe(model, ctx, batch, ubatch, threads)
     warm = engine_warm_set(model, prompt, ctx, batch, ubatch, threads, warm_steps(decode))
-    prof = device_profile(out, progress)
+    prof = device_profile(out, progress, device)
     rows = []
     runs = {}
     for label, limit in lims:
@@ -94,7 +96,7 @@ def validate(model, prompt, decode, ctx, limits, out, batch=512, ubatch=512, thr
         # memcg statistics as fresh as its reads of them keep them), for what it measured
         age = P.stats_age_ms(recorded_memcg_interval(d))
         args = (model, prompt, decode, ctx, limit, batch, ubatch, threads, zram, swappiness)
-        kw = dict(engine=eng, probe=probe, warm=warm, device=prof)
+        kw = dict(engine=eng, probe=probe, warm=warm, device=prof, kernel=run_kernel(d, model))
         pred = P.predict(*args, **kw, keep_result=True, recorded=True, stats_flush_ms=age)
         res = pred.pop("_result")
         pred.pop("_trace")

@@ -1,0 +1,62 @@
+"""What a kernel release implies for the emulator (kmemsim/engine/kernel_release.py), and a reference
+run predicted with the settings of the kernel it ran on (validate.reference.run_kernel)."""
+import json
+
+import pytest
+
+from kmemsim.engine.kernel_release import release_config
+from kmemsim.live.rundir import fs_types
+from kmemsim.validate.reference import run_kernel
+
+
+@pytest.mark.parametrize("release, machine, fs, want", [
+    # Debian 12 / Android 14 GKI 6.1: no swap zeromap (6.12), exec faults read around (6.17),
+    # ext4 order-0 page cache (ext4 large folios 6.16)
+    ("6.1.0-57-amd64", "x86_64", "ext4", dict(swap_zeromap=False, exec_folio_order=-1, max_folio_order=0)),
+    # android15-6.6 on arm64, /data on f2fs: the same
+    ("6.6.30-android15-8", "aarch64", "f2fs", dict(swap_zeromap=False, exec_folio_order=-1, max_folio_order=0)),
+    # 6.12: zeromap, still order-0 ext4, no exec readahead
+    ("6.12.9", "x86_64", "ext4", dict(swap_zeromap=True, exec_folio_order=-1, max_folio_order=0)),
+    # 6.16: ext4 large folios up to PMD order; xfs had them long before
+    ("6.16.0", "x86_64", "ext4", dict(swap_zeromap=True, exec_folio_order=-1, max_folio_order=9)),
+    ("6.1.0-57-amd64", "x86_64", "xfs", dict(swap_zeromap=False, exec_folio_order=-1, max_folio_order=9)),
+    # this machine: 6.18, x86 exec order 0; arm64's is 4 (arch_exec_folio_order)
+    ("6.18.44-fc-v1300", "x86_64", "ext4", dict(swap_zeromap=True, exec_folio_order=0, max_folio_order=9)),
+    ("6.18.2", "aarch64", "ext4", dict(swap_zeromap=True, exec_folio_order=4, max_folio_order=9)),
+    # 9p (the VM's shared root) has no large folios on any release
+    ("6.18.2", "x86_64", "9p", dict(swap_zeromap=True, exec_folio_order=0, max_folio_order=0)),
+])
+def test_a_release_implies_its_mechanisms(release, machine, fs, want):
+    assert release_config(release, machine, fs) == want
+
+
+def test_not_a_release_is_refused():
+    with pytest.raises(ValueError):
+        release_config("linux")
+
+
+def test_fs_types_read_mountinfo(tmp_path):
+    mi = tmp_path / "mountinfo"
+    mi.write_text("22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+                  "40 22 0:35 / /tmp rw shared:5 - tmpfs tmpfs rw\n"
+                  "51 22 254:16 / /tmp/models ro,relatime - ext4 /dev/vdb ro\n")
+    assert fs_types(["254:0", "254:16", "8:1"], str(mi)) == {"254:0": "ext4", "254:16": "ext4"}
+
+
+def _run(tmp_path, kernel, model="/tmp/models/m.gguf"):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "kernel.json").write_text(json.dumps(kernel))
+    (tmp_path / "run" / "summary.json").write_text(json.dumps(
+        {"files": {model: {"dev": "254:0", "pages_added": 1}, "/usr/lib/libc.so.6": {"dev": "0:30"}}}))
+    return str(tmp_path)
+
+
+def test_a_6_1_guests_run_is_predicted_as_6_1(tmp_path):
+    d = _run(tmp_path, {"kernel": "6.1.0-57-amd64", "machine": "x86_64", "lru": {"mode": "mglru"},
+                        "read_ahead_kb": {"254:0": 128, "0:30": None}, "fs_type": {"254:0": "ext4"}})
+    assert run_kernel(d, "/elsewhere/m.gguf") == dict(swap_zeromap=False, exec_folio_order=-1, max_folio_order=0,
+                                                      read_ahead_kb=128, lru="mglru")
+
+
+def test_a_run_without_a_kernel_record_keeps_configs_defaults(tmp_path):
+    assert run_kernel(str(tmp_path), "/m.gguf") == {}
