@@ -13,7 +13,9 @@ trap 'rm -rf "$WORK"' EXIT
     "llama-cpp-python==$VER" -d "$WORK"
 tar -xzf "$WORK"/llama_cpp_python-*.tar.gz -C "$WORK"
 SRC=$(echo "$WORK"/llama_cpp_python-*/vendor/llama.cpp)
+# the libraries find each other beside themselves ($ORIGIN), as the venv's do
 cmake -S "$SRC" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+    -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON -DCMAKE_INSTALL_RPATH='$ORIGIN' \
     -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
     -DGGML_AVX512=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF >/dev/null

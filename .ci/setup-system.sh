@@ -18,9 +18,9 @@ fi
 # `kmemsim vm` (docs/vm.md): qemu, Debian 12's 6.1 kernel (linux-image-amd64 is 6.1 on bookworm; its
 # /lib/modules has zram, 9p, virtio) and busybox (virtme-ng's initramfs); linux-headers-amd64 above is
 # the guest's too (/lib/modules/<6.1 release>/build, for bcc). Without recommends: qemu's would add
-# a desktop's codecs and GL.
+# a desktop's codecs and GL. e2fsprogs: `kmemsim vm disk` (mke2fs -d); cmake and g++: `make guest-llama`.
 vm=()
-for p in qemu-system-x86 linux-image-amd64 busybox-static; do
+for p in qemu-system-x86 linux-image-amd64 busybox-static e2fsprogs cmake g++; do
   dpkg -s "$p" >/dev/null 2>&1 || vm+=("$p")
 done
 if [ ${#vm[@]} -gt 0 ]; then
