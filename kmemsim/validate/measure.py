@@ -110,7 +110,11 @@ def engine_baseline(refresh=False) -> dict:
         with open(out) as f:
             child = json.load(f)
         # the last tick with the process alive: the largest charge
-        i = int(np.argmax((s["memcg_total_cache"] + s["memcg_total_rss"]).to_numpy()))
+        # cgroup v1's memory.stat says total_cache / total_rss / total_mapped_file, v2's file / anon /
+        # file_mapped (the 6.1 guest mounts v2 only)
+        col = {k: next(c for c in (f"memcg_total_{k}", f"memcg_{v2}") if c in s)
+               for k, v2 in (("cache", "file"), ("rss", "anon"), ("mapped_file", "file_mapped"))}
+        i = int(np.argmax((s[col["cache"]] + s[col["rss"]]).to_numpy()))
         kmem = kernel_memory(s)
         with open(os.path.join(d, "run", "summary.json")) as f:
             summ = json.load(f)
@@ -122,7 +126,7 @@ def engine_baseline(refresh=False) -> dict:
 
         def faulted(k, v):
             return v.get("filemap_faults", 0) > 0 or (no_fault_tp and os.path.basename(k) in mapped)
-        res = {"file_bytes": int(s["memcg_total_cache"].iloc[i]),
+        res = {"file_bytes": int(s[col["cache"]].iloc[i]),
                # the files the engine mapped (libraries, extension modules) and the pages of each it
                # brought into the page cache: each is faulted in on its own, readahead per file
                "libraries": [[os.path.basename(k), int(v["pages_added"])] for k, v in sorted(files.items())
@@ -132,7 +136,7 @@ def engine_baseline(refresh=False) -> dict:
                # and of those, the pages no other process maps: the child's own, charged to its
                # cgroup (the recorder's interpreter maps the same libpython, libc, libcrypto)
                "library_own": child.get("file_own"),
-               "mapped_file_bytes": int(s["memcg_total_mapped_file"].iloc[i]),
+               "mapped_file_bytes": int(s[col["mapped_file"]].iloc[i]),
                "anon_bytes": int(child["status"]["RssAnon"]),
                "rss_file_bytes": int(child["status"]["RssFile"]),
                # kernel memory charged to the cgroup (page tables, slab: dentries, inodes, ...)
