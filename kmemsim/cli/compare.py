@@ -1,7 +1,8 @@
 """`kmemsim compare MODEL.gguf|SCENARIO.toml|RUNDIR --policies stock,is,dw,is+dw -o DIR`: every policy on
 the same trace (built once; a run directory's events.parquet, its measured totals in live.csv);
-summary.csv, summary.md, phases.csv, timeline.parquet, PNG plots and a self-contained report.html in
-DIR; the table on stdout. Options are checked before the trace is built."""
+summary.csv/.parquet (tidy: one row per policy, its scenario, device, memory and zram as columns),
+summary.md, phases.csv, timeline.parquet, each figure as PNG (200 dpi), SVG and PDF beside the table it
+draws, and a self-contained report.html in DIR; the table on stdout. Options are checked before the trace is built."""
 from __future__ import annotations
 
 import click
@@ -65,5 +66,6 @@ def compare(workload, policies, device_name, mem, memcg_limit, zram, swappiness,
     cmpmod.write(cmp, out_dir)
     click.echo(describe(cmp))
     click.echo(table_text(cmp.table))
-    click.echo(f"\nwrote {out_dir}/: summary.csv summary.md phases.csv memory.png storage_reads.png "
-               "token_latency.png report.html")
+    click.echo(f"\nwrote {out_dir}/: report.html; summary.csv and .parquet (one row per policy with its keys); "
+               "each figure (memory, storage_reads, token_latency, memory_per_process) as .png .svg .pdf beside "
+               "its data as .csv .parquet")
