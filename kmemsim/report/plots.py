@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt   # noqa: E402
 import numpy as np                # noqa: E402
 import pandas as pd               # noqa: E402
 
+from ..core.trace import Op                      # noqa: E402
 from ..core.units import PAGE_SIZE, parse_size      # noqa: E402
 from ..engine.kernel import POLICIES   # noqa: E402
 
@@ -120,7 +121,6 @@ def limit(cmp) -> tuple:
 def events_data(cmp) -> pd.DataFrame:
     """The scenario's moments: LLM requests and app switches (the trace's phase marks), and each
     policy's kills. Columns t_s, kind, label, policy ('' for the trace's own)."""
-    from ..core.trace import Op
     c, names = cmp.workload.trace.cols, cmp.workload.trace.meta.get("phases", [])
     ph = np.flatnonzero(c["op"] == Op.PHASE)
     rows = []
