@@ -16,7 +16,7 @@ from kmemsim.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ROOT / "workloads" / "scenarios" / "kv-prealloc-small.toml"
-FIGURES = ["memory", "storage_reads", "token_latency", "memory_per_process"]
+FIGURES = ["memory", "storage_reads", "token_latency", "memory_per_process", "process_traffic"]
 OUTPUTS = ["summary.csv", "summary.parquet", "summary.md", "phases.csv", "timeline.parquet", "events.csv",
            "report.html"] + [f"{f}.{x}" for f in FIGURES for x in ("png", "svg", "pdf", "csv", "parquet")]
 
@@ -82,7 +82,13 @@ def test_every_figure_has_its_data(compared):
     ev = pd.read_csv(out / "events.csv")
     # kv-prealloc-small: two LLM requests (its [[llm.session]]) and the apps' launches and switches
     assert (ev.kind == "request").sum() == 2 and (ev.kind == "switch").sum() >= 2
-    pp = pd.read_csv(out / "memory_per_process.csv")
+    rss = pd.read_parquet(out / "memory_per_process.parquet")
+    assert set(rss.process) == {"llm", "Gallery", "Messenger"}
+    # kv-prealloc-small: the LLM maps its 256 MiB KV buffer (16k cells) and clears it at creation: under
+    # stock, at 2G, all of it stays resident (ggml_backend_buffer_clear writes every page)
+    llm = rss[(rss.policy == "stock") & (rss.process == "llm")]
+    assert llm.rss_bytes.max() >= 256 << 20
+    pp = pd.read_csv(out / "process_traffic.csv")
     assert set(pp.process) == {"llm", "Gallery", "Messenger"}
     # each process's counters add up to the run's (vmstat.c counts per task and in total)
     by = pp.groupby("policy")[["storage_read_bytes", "swap_out_bytes"]].sum().reindex(summ.index)

@@ -53,6 +53,7 @@ class PolicyRun:
     metrics: dict
     kills: pd.DataFrame = None         # the emulator's kills: pid, t (ns), by, reason
     per_process: pd.DataFrame = None   # counter totals per pid
+    rss: pd.DataFrame = None           # per timeline row: each pid's mapped pages
 
 
 @dataclass
@@ -200,7 +201,7 @@ def run(wl: Workload, policies, dev, cfg: dict, progress=True) -> Comparison:
         res = Emulator(Config(**{**cfg, "policy": pol})).replay(tr)
         pt = timing.phase_times(res.per_phase, occ, dev, algo, tokens, outputs)
         m = timing.metrics(pt)
-        runs.append(PolicyRun(pol, res.summary, res.timeline, pt, m, res.kills, res.per_process))
+        runs.append(PolicyRun(pol, res.summary, res.timeline, pt, m, res.kills, res.per_process, res.rss))
     return Comparison(wl, dev, cfg, algo, runs, summarize(runs))
 
 

@@ -259,6 +259,55 @@ def token_figure(cmp, data=None) -> dict:
     return _save(fig)
 
 
+def _procs(cmp) -> dict:
+    return {int(p["pid"]): p["name"] for p in cmp.workload.trace.meta.get("processes", [])}
+
+
+def rss_data(cmp) -> pd.DataFrame:
+    """Per policy, timeline row and process: its resident memory (rss: the pages it maps, file and
+    anonymous; a file page two processes map counts in both, as in /proc/PID/status)."""
+    procs, parts = _procs(cmp), []
+    for r in cmp.runs:
+        if r.rss is None or not r.rss.shape[1]:
+            continue
+        t = r.timeline.t.to_numpy() / 1e9
+        for pid in r.rss.columns:
+            parts.append(pd.DataFrame({"policy": r.policy, "t_s": t, "pid": int(pid),
+                                       "process": procs.get(int(pid), str(pid)),
+                                       "rss_bytes": r.rss[pid].to_numpy() * PAGE_SIZE}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def rss_figure(cmp, data, ev) -> dict:
+    pols = [r.policy for r in cmp.runs]
+    fig, axes = plt.subplots(len(pols), 1, figsize=(8, 1.6 * len(pols) + 0.9), sharex=True, sharey=True,
+                             squeeze=False)
+    names = list(dict.fromkeys(data.process))
+    top = float(data.rss_bytes.max()) / 2**30 * 1.15 or 1.0
+    for k, (ax, p) in enumerate(zip(axes[:, 0], pols)):
+        d = data[data.policy == p]
+        for i, name in enumerate(names):
+            q = d[d.process == name]
+            ax.step(q.t_s, q.rss_bytes / 2**30, where="post", lw=1.3, color=f"C{i}", label=name, gid=f"rss-{i}")
+        _events(ax, ev, p, top * 0.96)
+        ax.set_ylim(0, top)
+        ax.set_ylabel("GiB")
+        ax.set_title(p, fontsize=9, loc="left")
+        ax.grid(alpha=0.3)
+        ax.patch.set_gid(f"axes-rss-{k}")
+    axes[-1, 0].set_xlabel("trace time (s)")
+    fig.suptitle("Resident memory per process (rss: pages mapped)", fontsize=11, x=0.01, ha="left")
+    fig.tight_layout()
+    handles, labels = [], []
+    for ax in axes[:, 0]:
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l not in labels:
+                handles.append(h)
+                labels.append(l)
+    fig.legend(handles, labels, **LEGEND, bbox_transform=axes[0, 0].transAxes).set_gid("legend")
+    return _save(fig)
+
+
 PROCESS_METRICS = [  # (title, column, function of per_process -> bytes)
     ("allocated (pgalloc)", "allocated_bytes", lambda p: p.pgalloc * PAGE_SIZE),
     ("read from storage (pgpgin)", "storage_read_bytes", lambda p: p.pgpgin * PAGE_SIZE),
@@ -270,7 +319,7 @@ PROCESS_METRICS = [  # (title, column, function of per_process -> bytes)
 
 def process_data(cmp) -> pd.DataFrame:
     """Per policy and process: what each process allocated, read, swapped out and refaulted."""
-    procs = {int(p["pid"]): p["name"] for p in cmp.workload.trace.meta.get("processes", [])}
+    procs = _procs(cmp)
     parts = []
     for r in cmp.runs:
         pp = r.per_process
@@ -301,7 +350,7 @@ def process_figure(cmp, data=None) -> dict:
         ax.set_title(title, fontsize=9, loc="left")
         ax.grid(alpha=0.3, axis="y")
     axes[0].set_ylabel("MiB")
-    fig.suptitle("Memory per process", fontsize=11, x=0.01, ha="left")
+    fig.suptitle("Memory traffic per process over the run", fontsize=11, x=0.01, ha="left")
     fig.tight_layout()
     fig.legend(*axes[0].get_legend_handles_labels(), **LEGEND, bbox_transform=axes[-1].transAxes).set_gid("legend")
     return _save(fig)
@@ -312,7 +361,9 @@ CAPTIONS = {  # figure name -> what it shows (the report's captions)
               "lines, the scenario's LLM requests, app switches and kills as markers along the top.",
     "storage_reads": "Cumulative storage reads per policy (policies that coincide are drawn dashed).",
     "token_latency": "Per-token latency and mean TTFT per policy.",
-    "memory_per_process": "Memory per process: allocated, read from storage, swapped out and refaulted.",
+    "memory_per_process": "Resident memory (rss) of each process over time, one panel per policy, with the "
+                          "scenario's markers.",
+    "process_traffic": "Per process over the run: memory allocated, read from storage, swapped out and refaulted.",
 }
 
 
@@ -322,13 +373,15 @@ def comparison(cmp) -> tuple:
     watermarks are its table's columns)."""
     ev = events_data(cmp)
     data = {"memory": memory_data(cmp), "storage_reads": storage_data(cmp), "token_latency": token_data(cmp),
-            "memory_per_process": process_data(cmp), "events": ev}
+            "memory_per_process": rss_data(cmp), "process_traffic": process_data(cmp), "events": ev}
     lim, _ = limit(cmp)
     data["memory"]["limit_bytes"] = lim
     figs = {"memory": memory_figure(cmp, data["memory"], ev), "storage_reads": storage_figure(cmp, data["storage_reads"], ev),
             "token_latency": token_figure(cmp, data["token_latency"])}
     if len(data["memory_per_process"]):
-        figs["memory_per_process"] = process_figure(cmp, data["memory_per_process"])
+        figs["memory_per_process"] = rss_figure(cmp, data["memory_per_process"], ev)
+    if len(data["process_traffic"]):
+        figs["process_traffic"] = process_figure(cmp, data["process_traffic"])
     return figs, data
 
 
