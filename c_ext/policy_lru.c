@@ -214,6 +214,16 @@ static struct lru_ctx lru_begin(struct km_emu *e, int32_t vi, int64_t n)
     return c;
 }
 
+/* A PTE maps page p: its table exists (counted, charged to no one: kmem_off), so a populate walks the
+ * range page by page as over any PTE-mapped range (populate_vma_page_range() in mmap.c). */
+static inline void lru_pte_table(struct km_emu *e, struct vma *v, int64_t p)
+{
+    if (v->pmdtab[p >> PMD_ORDER] != PMD_TABLE) {
+        v->pmdtab[p >> PMD_ORDER] = PMD_TABLE;
+        e->nr_page_tables++;
+    }
+}
+
 /* Page p of the vma referenced: a hit goes to the head; a miss evicts the tail when memory is
  * full and faults the page in. -1: nothing to evict (memory too small). */
 static inline __attribute__((always_inline)) int lru_ref(struct km_emu *e, struct lru_ctx *c, int64_t p)
@@ -237,7 +247,7 @@ static inline __attribute__((always_inline)) int lru_ref(struct km_emu *e, struc
         if (!(v->pte[p] & PTE_PRESENT)) {
             f->mapcount++;
             e->tasks[v->task].rss++;
-            v->pmdtab[p >> PMD_ORDER] = PMD_TABLE;
+            lru_pte_table(e, v, p);
         }
         v->pte[p] = PTE_PRESENT;
         return 0;
@@ -275,7 +285,7 @@ static inline __attribute__((always_inline)) int lru_ref(struct km_emu *e, struc
     }
     if (v->pte[p] & PTE_PRESENT) e->tasks[v->task].rss--;    /* the zero page, say */
     v->pte[p] = PTE_PRESENT;
-    v->pmdtab[p >> PMD_ORDER] = PMD_TABLE;       /* a PTE table (uncharged): a populate walks it page by page */
+    lru_pte_table(e, v, p);
     e->tasks[v->task].rss++;
     return 0;
 }

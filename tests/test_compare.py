@@ -95,6 +95,22 @@ def test_every_figure_has_its_data(compared):
     assert (by.storage_read_bytes == summ.storage_read_bytes).all() and (by.swap_out_bytes == summ.swap_out_bytes).all()
 
 
+def test_kills_are_markers(tmp_path):
+    # at 350M with a 16M zram the stock kernel runs out of memory when the LLM's request comes (its
+    # weights and the apps' pages beside the 256 MiB KV buffer): out_of_memory() kills the app with the
+    # highest badness (oom_badness(): rss + swap + page tables, scaled by oom_score_adj), Gallery
+    out = tmp_path / "o"
+    r = CliRunner().invoke(main, ["compare", str(SMALL), "--policies", "stock", "--mem", "350M", "--zram", "zstd:16M",
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    ev = pd.read_csv(out / "events.csv")
+    kills = ev[ev.kind == "kill"]
+    assert len(kills) == pd.read_csv(out / "summary.csv").oom_kill.iloc[0] >= 1
+    assert (kills.label == "Gallery killed by the OOM killer").all() and (kills.policy == "stock").all()
+    assert 'id="markers-kill"' in (out / "memory.svg").read_text()
+    assert "Gallery killed by the OOM killer" in (out / "report.html").read_text()
+
+
 def test_coinciding_policies_both_show(compared):
     # at 2G nothing is reclaimed: DW defers reclaim of weights, so without reclaim it changes nothing
     # (docs/policies.md) and dw's storage reads equal stock's. Its line is drawn dashed and the legend

@@ -295,5 +295,5 @@ def write(cmp: Comparison, out_dir) -> dict:
             put(f"{name}.{fmt}", b)
     for name, df in data.items():
         table(name, df)
-    put("report.html", html.report(cmp, {n: f["svg"] for n, f in figs.items()}))
+    put("report.html", html.report(cmp, {n: f["svg"] for n, f in figs.items()}, data["events"]))
     return paths

@@ -39,6 +39,8 @@ profile (kmemsim.engine.time.serial). Memory = resident pages + zram pool.</p>
 <div class="wide">{{ full }}</div>
 <h2>Requests</h2>
 {{ requests }}
+<h2>Kills</h2>
+{{ kills }}
 <h2>Emulator configuration</h2>
 {{ config }}
 <h2>Device profile: {{ device }}</h2>
@@ -92,7 +94,8 @@ def settings_table(d: dict) -> str:
     return styled(pd.DataFrame(rows), cls="settings")
 
 
-def report(cmp, svgs: dict) -> str:
+def report(cmp, svgs: dict, events: pd.DataFrame | None = None) -> str:
+    """The page; `events` the figures' markers (plots.events_data), whose kills it lists."""
     from html import escape
     full = human(cmp.table).set_index("policy").T      # a row per column: wide tables stay on the page
     full.index.name = None
@@ -107,6 +110,10 @@ def report(cmp, svgs: dict) -> str:
     requests = "<p>no LLM requests</p>"
     if reqs:
         requests = styled(human(pd.concat(reqs, ignore_index=True)), 2)
+    kills = "<p>no process was killed</p>"
+    if events is not None and (events.kind == "kill").any():
+        k = events[events.kind == "kill"]
+        kills = styled(pd.DataFrame({"policy": k.policy, "at (s)": k.t_s, "what": k.label}), 3)
     pap = papers.beside(cmp)
     figures = [{"name": n, "svg": _svg(b), "caption": escape(CAPTIONS.get(n, n))} for n, b in svgs.items()]
     dev = {k: v for k, v in cmp.device.as_dict().items() if k != "path"}
@@ -114,4 +121,4 @@ def report(cmp, svgs: dict) -> str:
         name=escape(cmp.workload.name), line=escape(describe(cmp)), source=escape(cmp.workload.source),
         summary=styled(human(cmp.table[SHOWN])), paper=styled(pap[1]) if pap else None,
         paper_source=escape(pap[0]) if pap else "", figures=figures, full=styled(full, index=True, counts=counts),
-        requests=requests, config=settings_table(cmp.config), device=escape(cmp.device.name), profile=settings_table(dev))
+        requests=requests, kills=kills, config=settings_table(cmp.config), device=escape(cmp.device.name), profile=settings_table(dev))

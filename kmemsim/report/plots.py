@@ -132,12 +132,13 @@ def events_data(cmp) -> pd.DataFrame:
             "switch" if name.startswith("switch to") else None
         if kind:
             rows.append({"t_s": int(t) / 1e9, "kind": kind, "label": name, "policy": ""})
-    procs = {int(p["pid"]): p["name"] for p in cmp.workload.trace.meta.get("processes", [])}
+    procs = _procs(cmp)
     for r in cmp.runs:
         if r.kills is not None:
             for k in r.kills.itertuples(index=False):
                 rows.append({"t_s": int(k.t) / 1e9, "kind": "kill", "policy": r.policy,
-                             "label": f"{procs.get(int(k.pid), k.pid)} killed by {k.by} ({k.reason})"})
+                             "label": f"{procs.get(int(k.pid), k.pid)} killed by "
+                                      + ("the OOM killer" if k.by == "oom" else f"lmkd ({k.reason})")})
     return pd.DataFrame(rows, columns=["t_s", "kind", "label", "policy"])
 
 
