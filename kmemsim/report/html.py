@@ -49,10 +49,11 @@ profile (kmemsim.engine.time.serial). Memory = resident pages + zram pool.</p>
 """, autoescape=False)    # the parts are escaped where they are made (Styler, SVG from matplotlib, escape())
 
 
-def styled(df: pd.DataFrame, digits: int = 1, index: bool = False, counts=(), cls: str = "") -> str:
+def styled(name: str, df: pd.DataFrame, digits: int = 1, index: bool = False, counts=(), cls: str = "") -> str:
     """A table's HTML through pandas' Styler: floats to `digits` decimals with thousands separators
-    (the rows in `counts` as whole numbers), missing values as '-'."""
-    st = df.style.format(precision=digits, thousands=",", na_rep="-")
+    (the rows in `counts` as whole numbers), missing values as '-'; its ids from `name`, so the same
+    run writes the same page."""
+    st = df.style.format(precision=digits, thousands=",", na_rep="-").set_uuid(name)
     if len(counts):
         st = st.format(precision=0, thousands=",", na_rep="-", subset=pd.IndexSlice[list(counts), :])
     if not index:
@@ -82,7 +83,7 @@ def _rows(d: dict, prefix="") -> list:
     return rows
 
 
-def settings_table(d: dict) -> str:
+def settings_table(name: str, d: dict) -> str:
     """A configuration as a two-column table; sizes in bytes also as MiB/GiB (a column named
     `..._bytes`)."""
     rows = []
@@ -91,7 +92,7 @@ def settings_table(d: dict) -> str:
             n = int(v.replace(",", ""))
             v = f"{v} ({n / 2**30:,.2f} GiB)" if n >= 2**30 else f"{v} ({n / 2**20:,.1f} MiB)"
         rows.append({"setting": k, "value": v})
-    return styled(pd.DataFrame(rows), cls="settings")
+    return styled(name, pd.DataFrame(rows), cls="settings")
 
 
 def report(cmp, svgs: dict, events: pd.DataFrame | None = None) -> str:
@@ -109,16 +110,18 @@ def report(cmp, svgs: dict, events: pd.DataFrame | None = None) -> str:
                                       "decode_steps": q["decode_steps"]}))
     requests = "<p>no LLM requests</p>"
     if reqs:
-        requests = styled(human(pd.concat(reqs, ignore_index=True)), 2)
+        requests = styled("requests", human(pd.concat(reqs, ignore_index=True)), 2)
     kills = "<p>no process was killed</p>"
     if events is not None and (events.kind == "kill").any():
         k = events[events.kind == "kill"]
-        kills = styled(pd.DataFrame({"policy": k.policy, "at (s)": k.t_s, "what": k.label}), 3)
+        kills = styled("kills", pd.DataFrame({"policy": k.policy, "at (s)": k.t_s, "what": k.label}), 3)
     pap = papers.beside(cmp)
     figures = [{"name": n, "svg": _svg(b), "caption": escape(CAPTIONS.get(n, n))} for n, b in svgs.items()]
     dev = {k: v for k, v in cmp.device.as_dict().items() if k != "path"}
     return PAGE.render(
         name=escape(cmp.workload.name), line=escape(describe(cmp)), source=escape(cmp.workload.source),
-        summary=styled(human(cmp.table[SHOWN])), paper=styled(pap[1]) if pap else None,
-        paper_source=escape(pap[0]) if pap else "", figures=figures, full=styled(full, index=True, counts=counts),
-        requests=requests, kills=kills, config=settings_table(cmp.config), device=escape(cmp.device.name), profile=settings_table(dev))
+        summary=styled("summary", human(cmp.table[SHOWN])), paper=styled("paper", pap[1]) if pap else None,
+        paper_source=escape(pap[0]) if pap else "", figures=figures,
+        full=styled("all", full, index=True, counts=counts), requests=requests, kills=kills,
+        config=settings_table("config", cmp.config), device=escape(cmp.device.name),
+        profile=settings_table("device", dev))
