@@ -111,6 +111,22 @@ def test_kills_are_markers(tmp_path):
     assert "Gallery killed by the OOM killer" in (out / "report.html").read_text()
 
 
+def test_memcg_limit_line_and_no_node_sentinels(tmp_path):
+    # under a memory cgroup limit the group reclaims at memory.max (mem_cgroup_charge -> try_charge ->
+    # try_to_free_mem_cgroup_pages), not at the node's watermarks: the figure draws the limit and no
+    # watermark, and the data has no node free memory (the emulator's gauge is a sentinel there)
+    out = tmp_path / "o"
+    r = CliRunner().invoke(main, ["compare", str(SMALL), "--policies", "stock", "--memcg-limit", "600M",
+                                  "--zram", "zstd:1G", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    mem = pd.read_parquet(out / "memory.parquet")
+    assert (mem.limit_bytes == 600 << 20).all() and mem.free_bytes.isna().all() and mem.wmark_low_bytes.isna().all()
+    assert 0 < mem.memcg_usage_bytes.max() <= 600 << 20
+    svg = (out / "memory.svg").read_text()
+    assert "memory limit: memcg limit" in svg and 'id="memory-limit"' in svg and "watermark-low" not in svg
+    assert pd.read_csv(out / "summary.csv").memcg_limit_bytes.iloc[0] == 600 << 20
+
+
 def test_coinciding_policies_both_show(compared):
     # at 2G nothing is reclaimed: DW defers reclaim of weights, so without reclaim it changes nothing
     # (docs/policies.md) and dw's storage reads equal stock's. Its line is drawn dashed and the legend
@@ -220,7 +236,8 @@ addEventListener('load', () => {
     const axes = all('[id^="axes-"]');
     const f = {legend: leg.length ? box(leg[0]) : null, axes: axes.map(box), axes_count: axes.length,
                limit_lines: all('[id="memory-limit"]').length, limit_boxes: all('[id="memory-limit"]').map(box)};
-    for (const k of ['request', 'switch', 'kill']) f['markers-' + k] = all('[id="markers-' + k + '"] use, [id="markers-' + k + '"] path').length;
+    for (const k of ['request', 'switch', 'kill'])
+      f['markers-' + k] = all('[id="markers-' + k + '"] use, [id="markers-' + k + '"] path').length;
     out.figures[fig.id] = f;
   }
   document.getElementById('kmemsim-check').textContent = JSON.stringify(out);

@@ -50,8 +50,8 @@ def lines(cmp) -> list[str]:
             why.append(f"the same as {twin}: reclaim ran ({_scanned(summ):,} pages scanned) but never reached the "
                        "weights DW defers, so deferring them changed nothing")
         if has_is and not (twin and twin in ("is", "is-tail", "is+dw")):
-            why.append(f"IS swapped the cleared, unused KV cells to zram at once ({summ['pswpout'] * PAGE_SIZE / MiB:,.0f} "
-                       f"MiB out, zero pages cost zram nothing): less memory; prompts fault their cells back "
+            why.append(f"IS swapped the cleared, unused KV cells to zram at once "
+                       f"({summ['pswpout'] * PAGE_SIZE / MiB:,.0f} MiB out, zero pages cost zram nothing): less memory; prompts fault their cells back "
                        f"({summ['pswpin'] * PAGE_SIZE / MiB:,.0f} MiB in): slower TTFT"
                        + (", and the room it made left reclaim fewer pages to re-read" if _scanned(ss) and
                           r["storage_read_bytes"] < s["storage_read_bytes"] else ""))

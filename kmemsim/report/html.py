@@ -79,7 +79,8 @@ def _rows(d: dict, prefix="") -> list:
         elif isinstance(v, (list, tuple)):
             rows.append((key, ", ".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v)))
         else:
-            rows.append((key, "-" if v is None else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)))
+            num = isinstance(v, int) and not isinstance(v, bool)
+            rows.append((key, "-" if v is None else f"{v:,}" if num else str(v)))
     return rows
 
 

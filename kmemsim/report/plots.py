@@ -88,11 +88,15 @@ def _label(p, tw):
 # A comparison's data: every figure draws one of these tables, and compare writes them beside it
 
 def memory_data(cmp) -> pd.DataFrame:
-    """Per policy and timeline row: memory by class (bytes), their sum, and the limit."""
+    """Per policy and timeline row: memory by class (bytes), their sum, what was swapped out, and the
+    free memory and watermarks (under a memcg limit the node's free memory and watermarks mean
+    nothing to the group, which reclaims at its limit: missing there, and memcg_usage_bytes instead)."""
     parts = []
+    memcg = bool(cmp.config.get("memcg_limit"))
     for r in cmp.runs:
         tl = r.timeline
         anon_other = tl.nr_anon_pages - tl.nr_kv_anon_pages - tl.nr_weight_anon_pages
+        node = lambda col: pd.array([pd.NA] * len(tl) if memcg else tl[col].to_numpy() * PAGE_SIZE, dtype="Int64")
         parts.append(pd.DataFrame({
             "policy": r.policy, "t_s": tl.t.to_numpy() / 1e9,
             "kv_cache_bytes": tl.nr_kv_anon_pages * PAGE_SIZE,
@@ -102,9 +106,10 @@ def memory_data(cmp) -> pd.DataFrame:
             "weights_file_bytes": tl.nr_weight_file_pages * PAGE_SIZE,
             "other_file_bytes": (tl.nr_file_pages - tl.nr_weight_file_pages) * PAGE_SIZE,
             "swapped_bytes": tl.nr_swapped * PAGE_SIZE,
-            "free_bytes": tl.nr_free_pages * PAGE_SIZE,
-            "wmark_min_bytes": tl.wmark_min * PAGE_SIZE, "wmark_low_bytes": tl.wmark_low * PAGE_SIZE,
-            "wmark_high_bytes": tl.wmark_high * PAGE_SIZE}))
+            "memcg_usage_bytes": pd.array(tl.memcg_usage.to_numpy() * PAGE_SIZE if memcg else [pd.NA] * len(tl),
+                                          dtype="Int64"),
+            "free_bytes": node("nr_free_pages"), "wmark_min_bytes": node("wmark_min"),
+            "wmark_low_bytes": node("wmark_low"), "wmark_high_bytes": node("wmark_high")}))
     df = pd.concat(parts, ignore_index=True)
     df.insert(2, "memory_bytes", df[[c for _, _, c in CLASSES]].sum(axis=1))
     return df
@@ -164,10 +169,10 @@ def memory_figure(cmp, data=None, ev=None) -> dict:
                      labels=[l for l, _, _ in CLASSES], step="post", linewidth=0,
                      rasterized=True)     # thousands of steps: pixels in the SVG/PDF, the lines stay vectors
         ax.axhline(lim / 2**30, color="black", lw=1.2, gid="memory-limit", label=f"memory limit: {what}")
-        if d.wmark_low_bytes.max() > 0 and what.startswith("RAM"):
+        if what.startswith("RAM") and d.wmark_low_bytes.max() > 0:
             # used + free = RAM (less kernel memory): free below a watermark is used above RAM - watermark
             for name, style in (("low", (0, (4, 2))), ("min", (0, (1, 1.5)))):
-                y = (lim - float(d[f"wmark_{name}_bytes"].iloc[-1])) / 2**30
+                y = (lim - int(d[f"wmark_{name}_bytes"].iloc[-1])) / 2**30
                 ax.axhline(y, color="black", lw=0.8, linestyle=style, gid=f"watermark-{name}",
                            label=f"RAM - {name} watermark ({'kswapd wakes' if name == 'low' else 'direct reclaim'} "
                                  "when used passes it)")
@@ -207,7 +212,8 @@ def storage_figure(cmp, data=None, ev=None) -> dict:
     tw = twins({r.policy: data[data.policy == r.policy].storage_read_bytes for r in cmp.runs})
     for i, r in enumerate(cmp.runs):
         d = data[data.policy == r.policy]
-        ax.step(d.t_s, d.storage_read_bytes / 2**20, where="post", color=_color(r.policy, i), label=_label(r.policy, tw),
+        ax.step(d.t_s, d.storage_read_bytes / 2**20, where="post", color=_color(r.policy, i),
+                label=_label(r.policy, tw),
                 linewidth=1.6 if r.policy not in tw else 1.2, linestyle=(0, (5, 3)) if r.policy in tw else "-",
                 marker=MARKERS[i % len(MARKERS)], markevery=(0.05 + 0.07 * i, 0.25), markersize=4,
                 gid=f"line-{r.policy}")
@@ -377,7 +383,8 @@ def comparison(cmp) -> tuple:
             "memory_per_process": rss_data(cmp), "process_traffic": process_data(cmp), "events": ev}
     lim, _ = limit(cmp)
     data["memory"]["limit_bytes"] = lim
-    figs = {"memory": memory_figure(cmp, data["memory"], ev), "storage_reads": storage_figure(cmp, data["storage_reads"], ev),
+    figs = {"memory": memory_figure(cmp, data["memory"], ev),
+            "storage_reads": storage_figure(cmp, data["storage_reads"], ev),
             "token_latency": token_figure(cmp, data["token_latency"])}
     if len(data["memory_per_process"]):
         figs["memory_per_process"] = rss_figure(cmp, data["memory_per_process"], ev)
