@@ -46,6 +46,9 @@ def test_compare_writes_every_output(compared):
     assert html.count("<svg") == len(FIGURES) and "galaxy-s25plus" in html
     assert "peak_memory_bytes" not in html and "peak memory (MiB)" in html     # units in the headers
     assert "<pre>" not in html                   # configuration and device as tables, not JSON dumps
+    # at 2G nothing is reclaimed: the report and the command's output say why DW equals stock
+    assert "What the differences mean" in html and "without memory pressure it changes nothing" in html
+    assert "dw vs stock:" in stdout
 
 
 def test_summary_is_tidy_with_its_keys(compared):
@@ -125,6 +128,18 @@ def test_memcg_limit_line_and_no_node_sentinels(tmp_path):
     svg = (out / "memory.svg").read_text()
     assert "memory limit: memcg limit" in svg and 'id="memory-limit"' in svg and "watermark-low" not in svg
     assert pd.read_csv(out / "summary.csv").memcg_limit_bytes.iloc[0] == 600 << 20
+
+
+def test_processes_sharing_a_name_stay_apart(tmp_path):
+    # small.toml's random switching runs two Gallery processes (pids 10001 and 10003): each keeps its own
+    # series, named with its pid
+    out = tmp_path / "o"
+    r = CliRunner().invoke(main, ["compare", str(ROOT / "workloads" / "scenarios" / "small.toml"), "--policies", "stock",
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    names = set(pd.read_parquet(out / "memory_per_process.parquet").process)
+    assert {"Gallery (10001)", "Gallery (10003)", "Music", "llm"} <= names
+    assert set(pd.read_csv(out / "process_traffic.csv").process) == names
 
 
 def test_coinciding_policies_both_show(compared):

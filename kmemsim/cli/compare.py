@@ -40,6 +40,7 @@ def compare(workload, policies, device_name, mem, memcg_limit, zram, swappiness,
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device as devmod
     from ..report import compare as cmpmod
+    from ..report import explain
     from ..report.tables import describe, table_text
     from ..workload.llama import check_request
     output_dir(out_dir)
@@ -66,6 +67,7 @@ def compare(workload, policies, device_name, mem, memcg_limit, zram, swappiness,
     cmpmod.write(cmp, out_dir)
     click.echo(describe(cmp))
     click.echo(table_text(cmp.table))
+    click.echo("\n".join(explain.lines(cmp)))
     click.echo(f"\nwrote {out_dir}/: report.html; summary.csv and .parquet (one row per policy with its keys); "
-               "each figure (memory, storage_reads, token_latency, memory_per_process) as .png .svg .pdf beside "
-               "its data as .csv .parquet")
+               "each figure (memory, storage_reads, token_latency, memory_per_process, process_traffic) as .png .svg .pdf "
+               "beside its data as .csv .parquet")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jinja2
 import pandas as pd
 
-from . import papers
+from . import explain, papers
 from .plots import CAPTIONS
 from .tables import SHOWN, describe, human
 
@@ -26,6 +26,8 @@ figcaption{font-size:13px;color:#444}.files a{margin-right:.8em}
 profile (kmemsim.engine.time.serial). Memory = resident pages + zram pool.</p>
 <h2>Summary</h2>
 {{ summary }}
+{% if explain %}<h3>What the differences mean</h3>
+<ul>{% for head, why in explain %}<li>{{ head }}<br><small>{{ why }}</small></li>{% endfor %}</ul>{% endif %}
 {% if paper %}<h2>Beside the paper</h2>
 <p>Source: {{ paper_source }}. Percentages are against the stock kernel.</p>
 {{ paper }}{% endif %}
@@ -116,6 +118,7 @@ def report(cmp, svgs: dict, events: pd.DataFrame | None = None) -> str:
     if events is not None and (events.kind == "kill").any():
         k = events[events.kind == "kill"]
         kills = styled("kills", pd.DataFrame({"policy": k.policy, "at (s)": k.t_s, "what": k.label}), 3)
+    lines = [escape(x.strip()) for x in explain.lines(cmp)]
     pap = papers.beside(cmp)
     figures = [{"name": n, "svg": _svg(b), "caption": escape(CAPTIONS.get(n, n))} for n, b in svgs.items()]
     dev = {k: v for k, v in cmp.device.as_dict().items() if k != "path"}
@@ -125,4 +128,4 @@ def report(cmp, svgs: dict, events: pd.DataFrame | None = None) -> str:
         paper_source=escape(pap[0]) if pap else "", figures=figures,
         full=styled("all", full, index=True, counts=counts), requests=requests, kills=kills,
         config=settings_table("config", cmp.config), device=escape(cmp.device.name),
-        profile=settings_table("device", dev))
+        profile=settings_table("device", dev), explain=list(zip(lines[::2], lines[1::2])))

@@ -267,7 +267,10 @@ def token_figure(cmp, data=None) -> dict:
 
 
 def _procs(cmp) -> dict:
-    return {int(p["pid"]): p["name"] for p in cmp.workload.trace.meta.get("processes", [])}
+    """pid -> the process's name, with its pid where two processes share a name (an app relaunched)."""
+    ps = cmp.workload.trace.meta.get("processes", [])
+    names = [p["name"] for p in ps]
+    return {int(p["pid"]): p["name"] if names.count(p["name"]) == 1 else f"{p['name']} ({p['pid']})" for p in ps}
 
 
 def rss_data(cmp) -> pd.DataFrame:
