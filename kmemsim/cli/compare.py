@@ -69,5 +69,5 @@ def compare(workload, policies, device_name, mem, memcg_limit, zram, swappiness,
     click.echo(table_text(cmp.table))
     click.echo("\n".join(explain.lines(cmp)))
     click.echo(f"\nwrote {out_dir}/: report.html; summary.csv and .parquet (one row per policy with its keys); "
-               "each figure (memory, storage_reads, token_latency, memory_per_process, process_traffic) as .png .svg .pdf "
-               "beside its data as .csv .parquet")
+               "each figure (memory, storage_reads, token_latency, memory_per_process, process_traffic) as "
+               ".png .svg .pdf beside its data as .csv .parquet")
