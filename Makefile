@@ -4,14 +4,23 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 PIP   := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: setup system demo test test-fast asan fuzz bench flash-check bench-record bench-record-pressure validate-grid vm guest-llama validate-grid-6.1 clean
+.PHONY: setup setup-core system demo test test-fast asan fuzz bench flash-check bench-record bench-record-pressure validate-grid vm guest-llama validate-grid-6.1 clean
 
-## setup: system packages (apt), the venv, the package with its C core, llama-cpp-python, bcc
+## setup: everything: system packages (apt), the venv, the package with its C core, llama-cpp-python
+## (compiled: minutes), the test tools, bcc. The live features, validation and `make test` need it.
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml setup.py c_ext/*.c c_ext/*.h c_ext/build.py | system
+## setup-core: the venv and the package with its C core only: the emulator, compare, demo, sweep
+## (no apt, no llama.cpp compile; `make demo` needs no more)
+setup-core: $(VENV)/.core
+
+$(VENV)/.core: pyproject.toml setup.py c_ext/*.c c_ext/*.h c_ext/build.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -U pip setuptools wheel cffi
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.core | system
 	$(PIP) install -e '.[test,llama]'
 	# Debian's bcc (PyPI's "bcc" is an unrelated package): linked into the venv
 	ln -sfn /usr/lib/python3/dist-packages/bcc "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/bcc"
@@ -21,7 +30,7 @@ $(VENV)/.installed: pyproject.toml setup.py c_ext/*.c c_ext/*.h c_ext/build.py |
 system:
 	@bash .ci/setup-system.sh
 
-demo: setup
+demo: setup-core
 	$(VENV)/bin/kmemsim demo
 
 test: setup

@@ -69,6 +69,8 @@ void km_phase_counters(struct km_emu *e, uint64_t *out);      /* [nr_phases][nr_
 int64_t km_timeline_rows(struct km_emu *e);
 /* rows of [t, phase, counters..., gauges...] */
 void km_timeline(struct km_emu *e, int64_t *out);
+/* [rows][nr_tasks]: each task's mapped pages (rss: file + anon, as the OOM killer counts) at each sample */
+void km_timeline_rss(struct km_emu *e, int64_t *out);
 void km_file_stats(struct km_emu *e, int64_t *out);           /* [nr_files][3]: added, deleted, resident */
 /* Per page of a file: 1 resident, 2 active, 4 unevictable, 8 referenced, 16 shadow entry. */
 void km_file_page_states(struct km_emu *e, int32_t file, uint8_t *out);

@@ -371,6 +371,7 @@ struct km_emu {
     /* timeline */
     int64_t next_sample;
     int64_t *tl; int64_t tl_rows, tl_cap;
+    int64_t *tl_rss;           /* [tl_cap][nr_tasks]: each task's rss at each sample */
     /* error */
     char err[256];
     int oom;

@@ -102,7 +102,10 @@ static void populate_vma_page_range(struct km_emu *e, int32_t id, int64_t start,
         }
         int anon = (v->pte[p] & PTE_ANON) != 0;
         folio_id f = e->objs[anon ? v->anon : v->obj].folio[anon ? p : v->pgoff + p];
-        if (f >= 0 && !(v->pte[p] & PTE_ZERO)) folio_mark_accessed(e, f);
+        if (f >= 0 && !(v->pte[p] & PTE_ZERO)) {
+            if (e->policy->folio_accessed) e->policy->folio_accessed(e, f);   /* a policy's own order */
+            else folio_mark_accessed(e, f);
+        }
         p++;
     }
 }

@@ -1,8 +1,11 @@
 /* Plain LRU, for cross-checks against libCacheSim: one list, no anon/file split, no swap, no
- * readahead or fault-around, no watermarks; every reference moves a page to the head and a full
- * memory evicts exactly the tail. Anonymous pages are dropped like clean pages, and every page of
- * a vma is a page of the object it maps (no COW). Touched ranges take a short path of their own
- * (lru_handle_range); the hooks below serve the other ways in (read(2), populate, mlock). */
+ * readahead (nor WILLNEED's) or fault-around, no watermarks; every reference moves a page to the head
+ * and a full memory evicts exactly the tail. Anonymous pages are dropped like clean pages, and every
+ * page of a vma is a page of the object it maps (no COW). PTEs are never young (the young bit is
+ * reclaim's scan, which a plain LRU has not), so an unmap marks nothing (zap_pte_range() marks a young
+ * PTE's folio accessed): only the trace's references order the list, as only requests order
+ * libCacheSim's (`kmemsim trace export`, tests/test_trace_export.py). Touched ranges take a short path
+ * of their own (lru_handle_range); the hooks below serve the other ways in (read(2), populate, mlock). */
 #include <stdio.h>
 #include <stdlib.h>
 #include "mm.h"
@@ -10,6 +13,7 @@
 static void lru_init(struct km_emu *e)
 {
     e->cfg.ra_pages = 0;
+    e->cfg.io_pages = 0;                             /* nor WILLNEED: force_page_cache_ra() reads 0 */
     e->cfg.fault_around_pages = 1;
     e->cfg.max_folio_order = 0;
     e->cfg.zram_pages = 0;
@@ -210,6 +214,16 @@ static struct lru_ctx lru_begin(struct km_emu *e, int32_t vi, int64_t n)
     return c;
 }
 
+/* A PTE maps page p: its table exists (counted, charged to no one: kmem_off), so a populate walks the
+ * range page by page as over any PTE-mapped range (populate_vma_page_range() in mmap.c). */
+static inline void lru_pte_table(struct km_emu *e, struct vma *v, int64_t p)
+{
+    if (v->pmdtab[p >> PMD_ORDER] != PMD_TABLE) {
+        v->pmdtab[p >> PMD_ORDER] = PMD_TABLE;
+        e->nr_page_tables++;
+    }
+}
+
 /* Page p of the vma referenced: a hit goes to the head; a miss evicts the tail when memory is
  * full and faults the page in. -1: nothing to evict (memory too small). */
 static inline __attribute__((always_inline)) int lru_ref(struct km_emu *e, struct lru_ctx *c, int64_t p)
@@ -230,8 +244,12 @@ static inline __attribute__((always_inline)) int lru_ref(struct km_emu *e, struc
             }
             lru_fifo_push(e, c->q, id);
         }
-        if (!(v->pte[p] & PTE_PRESENT)) { f->mapcount++; e->tasks[v->task].rss++; }
-        v->pte[p] = PTE_PRESENT | PTE_YOUNG;
+        if (!(v->pte[p] & PTE_PRESENT)) {
+            f->mapcount++;
+            e->tasks[v->task].rss++;
+            lru_pte_table(e, v, p);
+        }
+        v->pte[p] = PTE_PRESENT;
         return 0;
     }
     count(e, VM_misses, 1);
@@ -266,7 +284,8 @@ static inline __attribute__((always_inline)) int lru_ref(struct km_emu *e, struc
         lruvec_add_folio(e, id, LRU_INACTIVE_FILE);
     }
     if (v->pte[p] & PTE_PRESENT) e->tasks[v->task].rss--;    /* the zero page, say */
-    v->pte[p] = PTE_PRESENT | PTE_YOUNG;
+    v->pte[p] = PTE_PRESENT;
+    lru_pte_table(e, v, p);
     e->tasks[v->task].rss++;
     return 0;
 }

@@ -117,7 +117,7 @@ void km_free(struct km_emu *e)
     }
     for (int32_t i = 0; i < e->nr_vmas; i++) free(e->vmas[i].pte);   /* NULL once unmapped, or never made */
     free(e->objs); free(e->vmas); free(e->tasks); free(e->folios); free(e->file_obj);
-    free(e->task_vm); free(e->phase_vm); free(e->tl); free(e->zram_size); free(e->zram_free);
+    free(e->task_vm); free(e->phase_vm); free(e->tl); free(e->tl_rss); free(e->zram_size); free(e->zram_free);
     free(e->policy_data); free(e->ioq); free(e->bios); free(e->io_done); free(e->added_at);
     lru_gen_free(e);
     for (int k = 0; k < 64; k++) free(e->th.stack[k]);

@@ -77,8 +77,12 @@ void timeline_sample(struct km_emu *e, int64_t t)
         int64_t *tl = realloc(e->tl, sizeof(int64_t) * TL_WIDTH * (size_t)cap);
         if (!tl) { e->nomem = 1; return; }        /* km_replay() fails with "out of memory" */
         e->tl = tl;
+        int64_t *rss = realloc(e->tl_rss, sizeof(int64_t) * (size_t)(e->nr_tasks ? e->nr_tasks : 1) * (size_t)cap);
+        if (!rss) { e->nomem = 1; return; }
+        e->tl_rss = rss;
         e->tl_cap = cap;
     }
+    for (int32_t i = 0; i < e->nr_tasks; i++) e->tl_rss[e->tl_rows * e->nr_tasks + i] = e->tasks[i].rss;
     int64_t *row = e->tl + e->tl_rows++ * TL_WIDTH;
     row[0] = t;
     row[1] = e->cur_phase;
@@ -88,6 +92,10 @@ void timeline_sample(struct km_emu *e, int64_t t)
 
 int64_t km_timeline_rows(struct km_emu *e) { return e->tl_rows; }
 void km_timeline(struct km_emu *e, int64_t *out) { memcpy(out, e->tl, sizeof(int64_t) * TL_WIDTH * e->tl_rows); }
+void km_timeline_rss(struct km_emu *e, int64_t *out)
+{
+    if (e->tl_rows) memcpy(out, e->tl_rss, sizeof(int64_t) * (size_t)e->nr_tasks * (size_t)e->tl_rows);
+}
 
 int km_fail(struct km_emu *e, const char *fmt, ...)
 {

@@ -3,7 +3,7 @@ each. The command modules import their heavy machinery inside the command (start
 loads no pandas, no C core)."""
 from .main import main
 from . import cleanup, compare, demo, experiment, export, is_live, predict, profile, record, replay, scenario, sweep, \
-    trace_import, validate, vm, workload
+    trace_export, trace_import, validate, vm, workload
 
 __all__ = ["main"]
 
@@ -26,3 +26,4 @@ main.add_command(export.export)
 main.add_command(vm.vm)
 workload.workload.add_command(scenario.scenario)     # `kmemsim workload scenario`
 workload.trace.add_command(trace_import.trace_import)   # `kmemsim trace import ftrace|perfetto`
+workload.trace.add_command(trace_export.trace_export)   # `kmemsim trace export oracleGeneral|csv`

@@ -1,7 +1,8 @@
 """`kmemsim compare MODEL.gguf|SCENARIO.toml|RUNDIR --policies stock,is,dw,is+dw -o DIR`: every policy on
 the same trace (built once; a run directory's events.parquet, its measured totals in live.csv);
-summary.csv, summary.md, phases.csv, timeline.parquet, PNG plots and a self-contained report.html in
-DIR; the table on stdout. Options are checked before the trace is built."""
+summary.csv/.parquet (tidy: one row per policy, its scenario, device, memory and zram as columns),
+summary.md, phases.csv, timeline.parquet, each figure as PNG (200 dpi), SVG and PDF beside the table it
+draws, and a self-contained report.html in DIR; the table on stdout. Options are checked before the trace is built."""
 from __future__ import annotations
 
 import click
@@ -39,6 +40,7 @@ def compare(workload, policies, device_name, mem, memcg_limit, zram, swappiness,
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device as devmod
     from ..report import compare as cmpmod
+    from ..report import explain
     from ..report.tables import describe, table_text
     from ..workload.llama import check_request
     output_dir(out_dir)
@@ -65,5 +67,7 @@ def compare(workload, policies, device_name, mem, memcg_limit, zram, swappiness,
     cmpmod.write(cmp, out_dir)
     click.echo(describe(cmp))
     click.echo(table_text(cmp.table))
-    click.echo(f"\nwrote {out_dir}/: summary.csv summary.md phases.csv memory.png storage_reads.png "
-               "token_latency.png report.html")
+    click.echo("\n".join(explain.lines(cmp)))
+    click.echo(f"\nwrote {out_dir}/: report.html; summary.csv and .parquet (one row per policy with its keys); "
+               "each figure (memory, storage_reads, token_latency, memory_per_process, process_traffic) as "
+               ".png .svg .pdf beside its data as .csv .parquet")

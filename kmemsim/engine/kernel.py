@@ -270,6 +270,7 @@ class Result:
     config: dict = field(default_factory=dict)
     kills: pd.DataFrame = None             # pid, t (trace ns), by ("oom" or "lmkd"), reason: the tasks killed
     lru_gen: dict = None                   # MGLRU's state at the end (lru_gen_state()); None with the classic lists
+    rss: pd.DataFrame = None               # per timeline row (same index): each pid's mapped pages (rss)
 
 
 class Emulator:
@@ -351,6 +352,9 @@ class Emulator:
             lib.km_timeline(emu, ffi.from_buffer("int64_t[]", tl))
         timeline = pd.DataFrame(tl, columns=["t", "phase"] + COUNTERS + GAUGES)
         timeline["phase"] = [phases[i] if 0 <= i < len(phases) else "" for i in timeline["phase"]]
+        rss = np.zeros((rows, len(pids)), np.int64)
+        if rows and len(pids):
+            lib.km_timeline_rss(emu, ffi.from_buffer("int64_t[]", rss))
         per_task = np.zeros((len(pids), nc), np.uint64)
         lib.km_task_counters(emu, ffi.from_buffer("uint64_t[]", per_task))
         per_phase = np.zeros((max(1, len(phases)), nc), np.uint64)
@@ -385,4 +389,5 @@ class Emulator:
             page_states=states,
             config=asdict(self.config),
             lru_gen=lru_gen_state(emu) if self.config.lru == "mglru" else None,
+            rss=pd.DataFrame(rss, columns=pd.Index(np.asarray(pids), name="pid")),
         )

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from ..core.atomic import atomic_write
 from ..core.errors import InputError
-from ..core.units import PAGE_SIZE
+from ..core.units import PAGE_SIZE, parse_size
 from ..core import trace
 from ..core.trace import Trace
 from ..engine.kernel import POLICIES, Config, Emulator, ffi
@@ -23,6 +23,9 @@ from ..workload.llama.graph import step_rows
 from .perfetto import TIMELINE_COLUMNS
 from .tables import describe, markdown, table_markdown
 
+# what a row of the written summary is for (one row per scenario, device, memory, zram and policy)
+KEYS = ["scenario", "device", "mem_bytes", "memcg_limit_bytes", "zram_algo", "zram_bytes", "swappiness", "lru",
+        "policy"]
 COLUMNS = ["policy", "peak_memory_bytes", "mean_memory_bytes", "peak_resident_bytes", "storage_read_bytes",
            "major_faults", "swap_out_bytes", "swap_in_bytes", "ttft_s", "tpot_s", "request_latency_s",
            "switch_latency_s", "llm_stall_s", "oom_kill", "lmk_kill", "peak_memory_vs_stock_pct",
@@ -48,6 +51,9 @@ class PolicyRun:
     timeline: pd.DataFrame
     phases: pd.DataFrame
     metrics: dict
+    kills: pd.DataFrame = None         # the emulator's kills: pid, t (ns), by, reason
+    per_process: pd.DataFrame = None   # counter totals per pid
+    rss: pd.DataFrame = None           # per timeline row: each pid's mapped pages
 
 
 @dataclass
@@ -195,7 +201,7 @@ def run(wl: Workload, policies, dev, cfg: dict, progress=True) -> Comparison:
         res = Emulator(Config(**{**cfg, "policy": pol})).replay(tr)
         pt = timing.phase_times(res.per_phase, occ, dev, algo, tokens, outputs)
         m = timing.metrics(pt)
-        runs.append(PolicyRun(pol, res.summary, res.timeline, pt, m))
+        runs.append(PolicyRun(pol, res.summary, res.timeline, pt, m, res.kills, res.per_process, res.rss))
     return Comparison(wl, dev, cfg, algo, runs, summarize(runs))
 
 
@@ -227,36 +233,67 @@ def summarize(runs) -> pd.DataFrame:
     return df[COLUMNS]
 
 
+def tidy(cmp: Comparison) -> pd.DataFrame:
+    """The summary with its keys as columns (KEYS; sizes in bytes, None where not set), one row per
+    policy: comparisons concatenated stay one tidy table (sweeps, several `compare` runs)."""
+    cfg, size = cmp.config, lambda v, what: None if v in (None, "") else parse_size(v, what)
+    algo, _, zsize = str(cfg.get("zram") or "").partition(":")
+    keys = {"scenario": cmp.workload.name, "device": cmp.device.name, "mem_bytes": size(cfg.get("mem"), "mem"),
+            "memcg_limit_bytes": size(cfg.get("memcg_limit"), "memcg_limit"), "zram_algo": algo or None,
+            "zram_bytes": size(zsize, "zram") if zsize else None, "swappiness": cfg.get("swappiness"),
+            "lru": cfg.get("lru", "classic")}
+    df = cmp.table.copy()
+    for i, k in enumerate(KEYS[:-1]):
+        v = keys[k]
+        df.insert(i, k, pd.array([v] * len(df), dtype="Int64") if k.endswith("_bytes") or k == "swappiness" else v)
+    df["workload"] = cmp.workload.source
+    return df
+
+
 # ------------------------------------------------------------------------------------------------
 # Output
 
 def write(cmp: Comparison, out_dir) -> dict:
-    """All outputs into out_dir (created); each file written atomically. Returns name -> path."""
+    """All outputs into out_dir (created); each file written atomically. Returns name -> path.
+
+    summary.csv and summary.parquet (tidy: KEYS, then compare's columns, units in their names),
+    summary.md, phases.csv, timeline.parquet (each policy's timeline, `export perfetto`'s input),
+    each figure as NAME.png (200 dpi), NAME.svg and NAME.pdf with the table it draws as NAME.csv and
+    NAME.parquet (events.csv: the markers), and report.html."""
     from . import html, plots          # here: matplotlib takes 0.3 s, and only writing the report draws
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"-o {out_dir}: exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
-    csv = cmp.table.to_csv(index=False)
-    atomic_write(out / "summary.csv", csv); paths["summary.csv"] = out / "summary.csv"
+
+    def put(name, what):
+        atomic_write(out / name, what)
+        paths[name] = out / name
+
+    def table(stem, df):
+        put(f"{stem}.csv", df.to_csv(index=False))
+        put(f"{stem}.parquet", lambda tmp: df.to_parquet(tmp, index=False))
+
+    table("summary", tidy(cmp))
     md = f"# kmemsim compare\n\n{describe(cmp)}\n\n{table_markdown(cmp.table)}\n"
     live = cmp.workload.params.get("live")
     if live is not None:           # a run directory's own measures, beside what each policy makes of its trace
         row = pd.DataFrame([{"source": "live", **live}])
-        atomic_write(out / "live.csv", row.to_csv(index=False)); paths["live.csv"] = out / "live.csv"
+        put("live.csv", row.to_csv(index=False))
         md += f"\n## Measured in the run ({cmp.workload.source})\n\n{markdown(row)}\n"
-    atomic_write(out / "summary.md", md); paths["summary.md"] = out / "summary.md"
+    put("summary.md", md)
     ph = pd.concat([r.phases.assign(policy=r.policy) for r in cmp.runs])
-    atomic_write(out / "phases.csv", ph.to_csv()); paths["phases.csv"] = out / "phases.csv"
+    put("phases.csv", ph.to_csv())
     # each policy's timeline, the columns `kmemsim export perfetto DIR` draws
     tl = pd.concat([r.timeline[[c for c in TIMELINE_COLUMNS if c in r.timeline]].assign(policy=r.policy)
                     for r in cmp.runs], ignore_index=True)
-    atomic_write(out / "timeline.parquet", lambda tmp: tl.to_parquet(tmp, index=False))
-    paths["timeline.parquet"] = out / "timeline.parquet"
-    pngs = plots.comparison(cmp)
-    for name, data in pngs.items():
-        atomic_write(out / name, data)
-        paths[name] = out / name
-    atomic_write(out / "report.html", html.report(cmp, pngs)); paths["report.html"] = out / "report.html"
+    put("timeline.parquet", lambda tmp: tl.to_parquet(tmp, index=False))
+    figs, data = plots.comparison(cmp)
+    for name, files in figs.items():
+        for fmt, b in files.items():
+            put(f"{name}.{fmt}", b)
+    for name, df in data.items():
+        table(name, df)
+    put("report.html", html.report(cmp, {n: f["svg"] for n, f in figs.items()}, data["events"]))
     return paths

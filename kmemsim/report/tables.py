@@ -1,5 +1,5 @@
-"""Tables of a comparison: each value in its unit (MiB, %, ms, counts), as text, Markdown and in the
-HTML report."""
+"""Tables of a comparison: each value in its unit (MiB, %, ms, counts), as text, Markdown and, with the
+unit in the header, as the DataFrames the HTML report styles (`human`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,3 +63,32 @@ def markdown(df: pd.DataFrame, digits=3) -> str:
     for row in df.itertuples(index=False):
         out.append("| " + " | ".join(cell(v) for v in row) + " |")
     return "\n".join(out)
+
+
+# a machine column's unit suffix -> (what a person reads in the header, the factor to that unit)
+UNITS = [("_vs_stock_pct", "vs stock (%)", 1.0), ("_pct", "(%)", 1.0), ("_bytes", "(MiB)", 1 / 2**20),
+         ("_pages", "(pages)", 1.0), ("_ns", "(ms)", 1e-6), ("_s", "(ms)", 1e3)]
+# columns whose name is already what a person reads, or a count
+HEADERS = {"policy": "policy", "major_faults": "major faults", "oom_kill": "OOM kills", "lmk_kill": "lmkd kills",
+           "decode_steps": "decode steps", "t_s": "at (s)", "start_s": "start (s)"}
+
+
+def header(col: str) -> tuple[str, float]:
+    """(the header a person reads, with its unit; the factor from the column's unit to it)."""
+    if col in HEADERS:
+        return HEADERS[col], 1.0
+    for suffix, unit, k in UNITS:
+        if col.endswith(suffix):
+            return f"{col[:-len(suffix)].replace('_', ' ')} {unit}", k
+    return col.replace("_", " "), 1.0
+
+
+def human(df: pd.DataFrame) -> pd.DataFrame:
+    """The table in a person's units: each numeric column converted (bytes to MiB, seconds to ms)
+    under a header that names the unit."""
+    out = {}
+    for c in df.columns:
+        h, k = header(str(c))
+        v = df[c]
+        out[h] = v * k if k != 1.0 and pd.api.types.is_numeric_dtype(v) else v
+    return pd.DataFrame(out, index=df.index)
