@@ -95,7 +95,8 @@ vm: setup
 ## "On 6.1"): GRID61_MODELS at GRID61_LIMITS, REPEAT61 live runs each, with the classic lists and with
 ## MGLRU, each a boot of its own; the models on an ext4 disk (read through the block layer as on a
 ## phone); predicted with this machine's device profile (times in the guest are TCG's: only counts
-## compare). Into GRID61/{classic,mglru}/ (root; some 40 minutes per LRU and model here)
+## compare). Into GRID61/{classic,mglru}/, resumable (--reuse: a rerun makes only the runs still missing);
+## root; some 30 minutes per LRU and model here
 GRID61        ?= build/grid-6.1
 GRID61_MODELS ?= $(GRID)/models/tiny-f16.gguf
 GRID61_LIMITS ?= 40%,80%,120%
@@ -111,7 +112,7 @@ validate-grid-6.1: setup guest-llama $(GRID61_MODELS) $(GRID61)/device-profile.t
 	for lru in classic mglru; do \
 	  $(VENV)/bin/kmemsim vm run --memory 3G --disk $(GRID61)/models.img:/tmp/models --lru $$lru --rwdir $(GRID61) --no-cwd -- \
 	    kmemsim validate $(foreach m,$(GRID61_MODELS),/tmp/models/$(notdir $(m))) --prompt 64 --decode 8 --ctx 512 \
-	      --mem-limit $(GRID61_LIMITS) --repeat $(REPEAT61) --device-profile $(GRID61)/device-profile.toml \
+	      --mem-limit $(GRID61_LIMITS) --repeat $(REPEAT61) --reuse --device-profile $(GRID61)/device-profile.toml \
 	      -o $(GRID61)/$$lru || exit 1; \
 	done
 

@@ -18,7 +18,8 @@ from . import phases
 from . import predict as P
 from .markdown import GRID_NOTE, TIMES_NOTE, grid_markdown, markdown, markdown_unrecorded, score_markdown
 from .measure import BASELINE, device_profile, engine_baseline, engine_warm_set, llama_probe, warm_steps
-from .reference import METRICS, UNRECORDED, check_args, live_run, measured, model_size, recorded_memcg_interval
+from .reference import (METRICS, UNRECORDED, check_args, live_run, measured, model_size, recorded_memcg_interval,
+                        run_kernel)
 from .scoring import BOUNDS, combine, rel_error, within
 
 SENSITIVITY = (0.99, 1.01)     # engine heap factors of the sensitivity band (validation.csv, .md)
