@@ -15,19 +15,25 @@ from . import options
 BUNDLED = SCENARIOS / "kv-prealloc-small.toml"
 
 
-@click.command()
+@click.command(epilog="""
+\b
+Example (the bundled scenario at its two default sizes, table only):
+  kmemsim demo
+""")
 @click.option("--scenario", "path", type=click.Path(dir_okay=False), default=str(BUNDLED),
-              show_default=True, help="scenario TOML")
-@click.option("--policies", default="stock,is,dw,is+dw", show_default=True)
-@click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True)
-@click.option("--mem", "mems", multiple=True, default=("2G", "640M"), show_default=True,
-              help="memory for the trace (RAM); repeat for several runs (default: roomy, then tight)")
-@click.option("--zram", default="zstd:1G", show_default=True)
+              show_default="the bundled kv-prealloc-small.toml", help="scenario TOML")
+@options.policy(many=True, default="stock,is,dw,is+dw", show_default=True)
+@options.device(default=DEFAULT_DEVICE, show_default=True)
+@click.option("--mem", "mems", cls=options.Opt, old=options.VOCABULARY["--mem"], type=options.Size(),
+              multiple=True, default=("2G", "640M"), show_default=True,
+              help="device RAM for the trace; repeat for several runs (default: roomy, then tight)")
+@options.zram(default="zstd:1G", show_default=True)
 @options.lru
 @options.kv_manager
-@click.option("-o", "--out", "out_dir", default=None, type=click.Path(file_okay=False),
-              help="also write the report (summary.csv, plots, report.html) here")
-def demo(path, policies, device_name, mems, zram, lru, kv_manager, out_dir):
+@options.out(required=False, kind="dir", dest="out_dir", default=None,
+             help="also write the report (summary.csv, plots, report.html) here")
+@options.quiet
+def demo(path, policy, device_name, mems, zram, lru, kv_manager, out_dir):
     """Compare stock, IS, DW and IS+DW on the bundled small scenario and print the table."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device as devmod
@@ -36,7 +42,7 @@ def demo(path, policies, device_name, mems, zram, lru, kv_manager, out_dir):
     if out_dir is not None:
         output_dir(out_dir)
     input_file(path, "--scenario", "scenario .toml file")
-    pols = cmpmod.parse_policies(policies)
+    pols = cmpmod.parse_policies(policy)
     for m in mems:
         check_mem(parse_size(m, "--mem"), "--mem", m, MIN_DEVICE_MEM_BYTES)
     dev = devmod.load(options.device_arg(device_name))

@@ -5,6 +5,7 @@ import sys
 import click
 
 from ..live import vm as vm_boot
+from . import options
 
 
 @click.group()
@@ -13,9 +14,13 @@ def vm():
     machine's root file system, read-only: the recorder and `kmemsim validate` run in it unchanged."""
 
 
-@vm.command(context_settings={"ignore_unknown_options": False})
-@click.option("--memory", default=vm_boot.DEFAULT_MEMORY, show_default=True, metavar="SIZE",
-              help="the guest's RAM")
+@vm.command(context_settings={"ignore_unknown_options": False}, epilog="""
+\b
+Example (as root: the 6.1 kernel's version and its LRU, about half a minute without KVM):
+  kmemsim vm run --lru mglru -- cat /proc/version /sys/kernel/mm/lru_gen/enabled
+""")
+@click.option("--mem", "memory", cls=options.Opt, old=options.VOCABULARY["--mem"], type=options.Size(lo=64 << 20),
+              default=vm_boot.DEFAULT_MEMORY, show_default=True, help="the guest's RAM")
 @click.option("--cpus", default=2, show_default=True, type=int, help="the guest's CPUs")
 @click.option("--rwdir", "rwdirs", multiple=True, metavar="DIR",
               help="a directory the guest writes through to this machine (repeatable)")

@@ -1,0 +1,39 @@
+"""Progress for a person at a terminal: tqdm bars and status lines on stderr, off when stderr is not
+a terminal (tqdm's disable=None) or after `--quiet` (set_quiet). The one place commands get them."""
+from __future__ import annotations
+
+import os
+import sys
+
+_quiet = False
+
+
+def set_quiet(on: bool) -> None:
+    """`--quiet`: no bars or status lines in this process, nor in the processes it starts (tqdm reads
+    TQDM_DISABLE from the environment)."""
+    global _quiet
+    _quiet = bool(on)
+    if on:
+        os.environ["TQDM_DISABLE"] = "1"
+
+
+def quiet() -> bool:
+    return _quiet
+
+
+def bar(iterable=None, **kw):
+    """A tqdm bar on stderr (leave=False: the result, not the bar, stays on the screen)."""
+    from tqdm import tqdm          # here: `kmemsim --help` loads no tqdm
+    kw.setdefault("leave", False)
+    kw.setdefault("dynamic_ncols", True)
+    return tqdm(iterable, disable=True if _quiet else None, file=sys.stderr, **kw)
+
+
+def say(msg: str) -> None:
+    """A status line on stderr (what a long step is doing), unless quiet."""
+    if _quiet:
+        return
+    if "tqdm" in sys.modules:           # above a bar that is showing, not through it
+        sys.modules["tqdm"].tqdm.write(msg, file=sys.stderr)
+    else:
+        print(msg, file=sys.stderr, flush=True)
