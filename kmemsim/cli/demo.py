@@ -24,7 +24,7 @@ Example (the bundled scenario at its two default sizes, table only):
               show_default="the bundled kv-prealloc-small.toml", help="scenario TOML")
 @options.policy(many=True, default="stock,is,dw,is+dw", show_default=True)
 @options.device(default=DEFAULT_DEVICE, show_default=True)
-@click.option("--mem", "mems", cls=options.Opt, old=options.VOCABULARY["--mem"], type=options.Size(),
+@click.option("--mem", "mems", cls=options.Opt, old=options.VOCABULARY["--mem"], type=options.Size(lo=MIN_DEVICE_MEM_BYTES),
               multiple=True, default=("2G", "640M"), show_default=True,
               help="device RAM for the trace; repeat for several runs (default: roomy, then tight)")
 @options.zram(default="zstd:1G", show_default=True)

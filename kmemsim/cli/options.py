@@ -101,6 +101,8 @@ class Size(click.ParamType):
         from ..core.limits import check_mem
         from ..core.units import parse_size
         what = typed(param.name, ctx) or param.opts[-1]
+        if not self.many and "," in value:
+            raise InputError(f"{what} {value!r}: give one limit")
         parts = [p.strip() for p in value.split(",")] if self.many else [value]
         for p in parts:
             if self.percent and p.endswith("%"):
@@ -180,15 +182,17 @@ def _kv_managers():
 # ------------------------------------------------------------------------------------------------
 # The options themselves
 
-def mem(**kw):
+def mem(lo=4096, **kw):
+    """--mem SIZE: the RAM emulated (no cgroup); lo: the least a command takes."""
     kw.setdefault("help", "device RAM to emulate (no cgroup), e.g. 8G")
-    return click.option("--mem", cls=Opt, old=VOCABULARY["--mem"], type=Size(), metavar="SIZE", **kw)
+    return click.option("--mem", cls=Opt, old=VOCABULARY["--mem"], type=Size(lo=lo), metavar="SIZE", **kw)
 
 
-def mem_limit(percent=False, many=False, **kw):
+def mem_limit(percent=False, many=False, lo=4096, **kw):
+    """--mem-limit SIZE: a memory cgroup's memory.max (percent: or N% of the model file)."""
     kw.setdefault("help", "memory cgroup limit (memory.max), e.g. 512M" + (", or N% of the model file" if percent else ""))
     return click.option("--mem-limit", "mem_limit", cls=Opt, old=VOCABULARY["--mem-limit"],
-                        type=Size(percent=percent, many=many), **kw)
+                        type=Size(percent=percent, many=many, lo=lo), **kw)
 
 
 def zram(live=False, **kw):

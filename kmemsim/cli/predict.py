@@ -44,7 +44,7 @@ def text(out: dict) -> str:
     from ..core.units import human_bytes, human_seconds
     c = out["config"]
     lines = [f"model     {c['model']} ({human_bytes(c['model_bytes'])})",
-             f"run       {c['prompt']:,} prompt tokens, {c['decode']:,} decode steps, n_ctx {c['ctx']:,}, "
+             f"run       prompt {c['prompt']:,} tokens, decode {c['decode']:,} steps, context {c['ctx']:,} tokens, "
              f"{c['threads']} threads; cgroup limit {human_bytes(c['mem_limit_bytes'])}, zram {c['zram']}, "
              f"swappiness {c['swappiness']}, policy {c['policy']}",
              f"device    {c['device'] or 'none (no times)'}", ""]

@@ -51,5 +51,5 @@ def scenario(file, out, overrides, plan_only, kv_manager, device_name):
     p = sc.plan(s)
     n_sw = sum(1 for x in p.slots)
     click.echo(f"{out}: {len(tr):,} events, {len(tr.meta['processes'])} processes, "
-               f"{n_sw} foreground slots, {len(p.requests)} LLM requests, "
+               f"{n_sw} slots in the foreground, {len(p.requests)} requests to the LLM, "
                f"covering {s.duration:g} s of scenario time")

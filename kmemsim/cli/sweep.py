@@ -34,5 +34,5 @@ def sweep(grid, out_dir, scheduler, workers, dry_run):
     if dry_run:
         return
     click.echo(f"{r['run']} points run in {r['wall_s']:.1f} s on {r['scheduler']} "
-               f"({r['done_before']} already done); {len(r['results'])} of {r['points']} in "
-               f"{out_dir}/results.parquet" + (f"; plots: {' '.join(r['plots'])}" if r["plots"] else ""))
+               f"({r['done_before']} points done before); {out_dir}/results.parquet holds {len(r['results'])} points "
+               f"(the grid has {r['points']} points)" + (f"; plots: {' '.join(r['plots'])}" if r["plots"] else ""))

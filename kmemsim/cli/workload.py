@@ -63,7 +63,8 @@ def synth_cmd(out, preset, layers, dim, ffn, heads, kv_heads, vocab, head_dim, a
         raise InputError("give --preset NAME or a full shape (--layers --dim --ffn --heads --vocab)")
     if layout_only:
         L = synth.layout_from_preset(preset, wtype, lay, **shape)
-        click.echo(L.table().to_string(index=False))
+        click.echo(L.table().rename(columns={"shape": "shape_elements", "n_bytes": "size_bytes", "data_offset": "offset_bytes",
+                                             "npages": "pages"}).to_string(index=False))
         click.echo(f"file size {L.file_size:,} bytes ({human_bytes(L.file_size)}), {len(L.tensors)} tensors")
         return
     L = synth.layout_from_preset(preset, wtype, lay, **shape)     # the shape checked, the size known
@@ -166,6 +167,7 @@ def trace():
 @trace.command("llama", epilog="""
 \b
 Example (real llama.cpp on a model from `kmemsim model synth`; needs llama-cpp-python):
+  kmemsim model synth tiny.gguf --preset Qwen3-0.6B --layers 4 --type q4_0
   kmemsim trace llama tiny.gguf --prompt 16 --decode 4 --ctx 256 -o real.parquet
 """)
 @click.argument("model_path")

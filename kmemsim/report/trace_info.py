@@ -129,8 +129,7 @@ def format_text(d: dict, max_phases=12) -> str:
         out.append(f"  [{m['id']}] pid {m['pid']} {m['name']}: {m['pages']:,} pages "
                    f"({_mib(m['pages'] * PAGE_SIZE)}), "
                    + (f"file {files.get(m['file'], m['file'])}" if m["file"] >= 0 else f"anonymous {m['class']}")
-                   + f", {m['flags']}, "
-                   f"touched {m['distinct_pages_touched']:,} distinct pages")
+                   + f", {m['flags']}; touched {m['distinct_pages_touched']:,} pages (distinct)")
     out.append("phases (read / written):")
     items = list(d["phases"].items())
     shown = items if len(items) <= max_phases else items[:max_phases // 2] + [("...", None)] + \
