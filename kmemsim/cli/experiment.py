@@ -9,7 +9,7 @@ import click
 
 from ..core.errors import InputError
 from ..core.paths import output_dir
-from ..core.progress import say
+from ..core.progress import note
 from . import options
 
 
@@ -41,6 +41,6 @@ def experiment(name, out_dir, quick, overrides, scheduler, workers):
     output_dir(out_dir)
     from ..sweep import experiments as on_runner     # here: as above; Dask loads only with --scheduler
     df = on_runner.run(mod, out_dir, quick=quick, overrides=overrides, scheduler=scheduler, workers=workers,
-                       progress=say)
+                       progress=note)
     click.echo(f"{len(df)} rows in {df.attrs.get('wall_s', 0):.1f} s; wrote {out_dir}/: "
                + " ".join(sorted(os.listdir(out_dir))))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from ..core.paths import output_dir
-from ..core.progress import say
+from ..core.progress import note
 from . import options
 
 
@@ -40,6 +40,6 @@ def is_live(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram,
     output_dir(out_dir)
     check_args(model, prompt, decode, ctx, batch, ubatch, threads, str(mem_limit), zram, swappiness)
     df = L.compare(model, prompt, decode, ctx, mem_limit, out_dir, variant, zram, swappiness, batch, ubatch,
-                   threads, progress=say)
+                   threads, progress=note)
     click.echo(L.markdown(df, df.attrs["meta"]))
     click.echo(f"wrote {out_dir}/: is_live.csv is_live.md is_live.json stock/ is/")

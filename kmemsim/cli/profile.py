@@ -10,7 +10,7 @@ import click
 from ..core.atomic import atomic_write
 from ..core.errors import InputError
 from ..core.paths import output_dir, output_file
-from ..core.progress import say
+from ..core.progress import note
 from . import options
 
 
@@ -36,7 +36,7 @@ def profile(out, storage_dir, quick, fio):
         if not Path(storage_dir).is_dir():
             raise InputError(f"--dir {storage_dir}: not a directory")
         output_dir(storage_dir, "--dir")
-    m = prof.measure(progress=lambda s: say(f"  {s}"), storage_dir=storage_dir, quick=quick,
+    m = prof.measure(progress=lambda s: note(f"  {s}"), storage_dir=storage_dir, quick=quick,
                      fio=fio)
     text = prof.to_toml(m)
     device.parse(tomllib.loads(text), str(p))        # what we write must load

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..core.progress import quiet, say
+from ..core.progress import note, quiet
 from . import options
 
 
@@ -30,7 +30,7 @@ def sweep(grid, out_dir, scheduler, workers, dry_run):
     if not out_dir:
         raise InputError("give -o DIR for the sweep's results (a rerun with the same DIR resumes)")
     r = sweepmod.sweep(grid, out_dir, scheduler=scheduler, workers=workers, dry_run=dry_run,
-                       echo=say, quiet=quiet())
+                       echo=(lambda s: click.echo(s, err=True)) if dry_run else note, quiet=quiet())
     if dry_run:
         return
     click.echo(f"{r['run']} points run in {r['wall_s']:.1f} s on {r['scheduler']} "

@@ -11,7 +11,7 @@ import click
 from ..core.errors import InputError
 from ..core.limits import MAX_PERIOD_S
 from ..core.paths import output_dir
-from ..core.progress import say
+from ..core.progress import note
 from ..live.samplers import INTERVAL_S
 from . import options
 from .options import number_ok
@@ -63,7 +63,7 @@ def validate(models, prompt, decode, ctx, batch, ubatch, threads, limits, zram, 
     for m, stem in zip(models, stems):
         out = out_dir if len(models) == 1 else os.path.join(out_dir, stem)
         dfs.append(V.validate(m, prompt, decode, ctx, limits, out, batch, ubatch, threads, zram, swappiness,
-                              reuse=reuse, progress=lambda s, stem=stem: say(f"{stem} {s}"),
+                              reuse=reuse, progress=lambda s, stem=stem: note(f"{stem} {s}"),
                               repeat=repeat, memcg_interval=memcg_interval))
     if len(models) == 1:
         click.echo(score_markdown(dfs[0]) + markdown(dfs[0]))

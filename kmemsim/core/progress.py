@@ -29,9 +29,17 @@ def bar(iterable=None, **kw):
     return tqdm(iterable, disable=True if _quiet else None, file=sys.stderr, **kw)
 
 
+def note(msg: str) -> None:
+    """A long command's report of its steps on stderr (validate's live runs, a sweep's cluster),
+    unless quiet: kept in a log too, unlike the bars."""
+    if not _quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
 def say(msg: str) -> None:
-    """A status line on stderr (what a long step is doing), unless quiet."""
-    if _quiet:
+    """A status line on stderr (what a long step is doing), on a terminal and unless quiet: like the
+    bars, not in a log or a pipe, where a command's stderr is its one error line."""
+    if _quiet or not sys.stderr.isatty():
         return
     if "tqdm" in sys.modules:           # above a bar that is showing, not through it
         sys.modules["tqdm"].tqdm.write(msg, file=sys.stderr)
