@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..core.paths import input_file
+from ..core.progress import say
 from ..core.units import parse_size
 from . import options
 
@@ -100,6 +101,7 @@ def replay(trace, mem, mem_limit, swappiness, zram, policy, lru, as_json):
         raise missing
     emu = Emulator(Config(**kw))   # the emulator's own checks (policy, compressor) before the trace
     tr = load_any(trace)
+    say(f"replaying {len(tr):,} events ({trace}) under the {policy} policy")
     res = emu.replay(tr)
     summary = dict(res.summary)
     node = "mem" in kw

@@ -10,6 +10,7 @@ import json
 
 import click
 
+from ..core.progress import say
 from . import options
 
 
@@ -46,6 +47,7 @@ def scenario(file, out, overrides, plan_only, kv_manager, device_name):
         click.echo(json.dumps(sc.plan_dict(s, p), indent=1))
         return
     from ..engine.time import device as devmod      # here too: the C core and pandas load late
+    say(f"building the scenario's trace: {s.duration:g} s of scenario time")
     tr = sc.build(s, device=devmod.load(device_name) if device_name else None)
     save(tr, out)
     p = sc.plan(s)

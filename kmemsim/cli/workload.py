@@ -15,7 +15,7 @@ from ..core.errors import InputError
 from ..core.limits import MAX_U32, check_int
 from ..core.paths import output_file
 from ..workload.presets import PRESETS
-from ..core.progress import quiet
+from ..core.progress import quiet, say
 from ..core.units import human_bytes
 from . import options
 
@@ -150,6 +150,7 @@ def workload_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load
     else:
         raise InputError("give MODEL.gguf or --preset NAME")
     t = time.time()
+    say(f"generating llama.cpp's accesses: {prompt:,} prompt and {decode:,} decode tokens")
     tr = lw.generate(model_obj, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch, seqs,
                      pid=pid, flash_attn=flash_attn, repack=repack, moe_routing=moe_routing, seed=seed,
                      requests=requests, time_model=tm, kv_manager=kv_manager)
@@ -181,6 +182,7 @@ def trace_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mo
     output_file(out)
     lw.check_request(prompt, decode, ctx, batch, ubatch)
     check_int(seed, "--seed", 0, MAX_U32)
+    say(f"running llama.cpp on {model_path} with cb_eval: {prompt:,} prompt and {decode:,} decode tokens")
     tr, rec = llama_trace.trace(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch,
                                 flash_attn, repack not in ("none", "off"), seed)
     tr_mod.save(tr, out)
