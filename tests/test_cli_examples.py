@@ -79,9 +79,9 @@ def test_help_example_runs(tmp_path, path, cmd):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                KMEMSIM_CACHE=os.environ.get("KMEMSIM_CACHE", os.path.expanduser("~/.cache/kmemsim")))
     for line in lines:
-        argv = shlex.split(line)
-        p = subprocess.run([sys.executable, "-m", "kmemsim.cli", *argv[1:]], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=900)
+        # as a shell runs it (quotes, $$), with this checkout's kmemsim
+        cmd = f"{shlex.quote(sys.executable)} -m kmemsim.cli {line.removeprefix('kmemsim ')}"
+        p = subprocess.run(["bash", "-c", cmd], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         assert p.returncode == 0, f"{line}\nexit {p.returncode}\n{p.stderr[-3000:]}"
         assert "Traceback" not in p.stderr, p.stderr
 

@@ -64,8 +64,8 @@ def run(mem_limit, zram, swappiness, drop_caches, interval, smaps_interval, memc
 
 @click.command(epilog="""
 \b
-Example (as root: 5 s of a running process, changing nothing):
-  kmemsim record --pid 1234 --duration 5 -o rec1
+Example (as root: 5 s of the shell it is typed in, changing nothing):
+  kmemsim record --pid $$ --duration 5 -o rec1
 """)
 @click.option("--pid", required=True, type=int, help="process to attach to (its children are followed)")
 @click.option("--duration", type=float, help="seconds to record (default: until it exits or Ctrl-C)")
