@@ -21,7 +21,7 @@ OUTPUTS = ["summary.csv", "summary.md", "phases.csv", "memory.png", "storage_rea
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
     out = tmp_path_factory.mktemp("cmp") / "out"
-    r = CliRunner().invoke(main, ["compare", str(SMALL), "--policies", "stock,is,dw,is+dw", "--mem", "2G",
+    r = CliRunner().invoke(main, ["compare", str(SMALL), "--policy", "stock,is,dw,is+dw", "--mem", "2G",
                                   "--zram", "zstd:1G", "-o", str(out)])
     assert r.exit_code == 0, r.output
     return out, r.output

@@ -41,7 +41,7 @@ class MlockedArena(managers.KVCache):
 
 SHAPE = dict(arch="llama", n_layer=2, n_embd=512, n_ff=1024, n_head=8, n_head_kv=8, n_vocab=4096)
 ARGS = ["--prompt", "512", "--decode", "8", "--ctx", "8192", "--mem", "56M", "--zram", "lz4:64M",
-        "--policies", "stock"]
+        "--policy", "stock"]
 
 
 @pytest.fixture(scope="module")

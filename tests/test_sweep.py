@@ -50,7 +50,7 @@ def test_a_sweeps_rows_are_the_single_compare_runs(swept, tmp_path):
     assert [(p, m) for p, m in zip(res.policy, res.mem)] == [("stock", "1G"), ("stock", "2G"), ("is", "1G"), ("is", "2G")]
     for mem in ("1G", "2G"):
         c = tmp_path / f"cmp-{mem}"
-        r = CliRunner().invoke(main, ["compare", str(SMALL), "--policies", "stock,is", "--mem", mem,
+        r = CliRunner().invoke(main, ["compare", str(SMALL), "--policy", "stock,is", "--mem", mem,
                                       "--zram", "zstd:1G", "-o", str(c)])
         assert r.exit_code == 0, r.output
         want = pd.read_csv(c / "summary.csv").set_index("policy")
