@@ -19,7 +19,7 @@ def vm():
 Example (as root: the 6.1 kernel's version and its LRU, about half a minute without KVM):
   kmemsim vm run --lru mglru -- cat /proc/version /sys/kernel/mm/lru_gen/enabled
 """)
-@click.option("--mem", "memory", cls=options.Opt, old=options.VOCABULARY["--mem"], type=options.Size(lo=64 << 20),
+@click.option("--mem", "memory", cls=options.Opt, old=options.VOCABULARY["--mem"], type=options.Size(),
               default=vm_boot.DEFAULT_MEMORY, show_default=True, help="the guest's RAM")
 @click.option("--cpus", default=2, show_default=True, type=int, help="the guest's CPUs")
 @click.option("--rwdir", "rwdirs", multiple=True, metavar="DIR",
@@ -39,4 +39,5 @@ def run(memory, cpus, rwdirs, no_cwd, lru, kernel, timeout, dry_run, command):
     the current directory and each --rwdir, which it writes through. Without KVM (no vmx/svm flag)
     qemu emulates the CPU: booting takes about half a minute."""
     sys.exit(vm_boot.run(list(command), memory=memory, cpus=cpus, rwdirs=rwdirs, share_cwd=not no_cwd,
-                         kernel=kernel, lru=lru, timeout=timeout, dry_run=dry_run))
+                         kernel=kernel, lru=lru, timeout=timeout, dry_run=dry_run,
+                         mem_flag=options.flag("memory", "--mem")))
