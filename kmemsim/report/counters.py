@@ -24,7 +24,7 @@ from ..core.units import PAGE_SIZE, human_bytes, human_seconds  # noqa: F401  (r
 GROUPS = {
     "accesses": [
         ("accesses", "pages", "pages referenced by the trace's reads and writes"),
-        ("misses", "pages", "of those, not resident (read from storage or swap, or zero-filled)"),
+        ("misses", "pages", "of those, not resident: read from storage or swapped in"),
     ],
     "faults": [
         ("pgfault", "faults", "page faults"),
