@@ -82,6 +82,11 @@ def workload():
     """Workload traces."""
 
 
+def _repacks():
+    from ..workload.llama.buffers import REPACK_TYPES      # here: the workload package loads numpy
+    return ["auto", *REPACK_TYPES]
+
+
 def _llama_options(f):
     opts = [
         click.option("--prompt", type=int, required=True, help="prompt tokens, e.g. 256"),
@@ -96,8 +101,8 @@ def _llama_options(f):
                      help="MAP_POPULATE + MADV_WILLNEED (llama.cpp 0.3.36 always prefetches)"),
         click.option("--flash-attn/--no-flash-attn", default=None,
                      help="Default: off (llama-cpp-python's Llama default), on for a q8_0 KV cache"),
-        click.option("--repack", default="auto", show_default=True,
-                     help="CPU weight repacking: auto (this CPU), none, avx2, avx512, neon-i8mm"),
+        click.option("--repack", default="auto", show_default=True, type=options.LazyChoice(_repacks),
+                     help="CPU weight repacking: auto (this CPU's), or as on a CPU with these features"),
         click.option("--seed", type=int, default=0, show_default=True),
         options.out(help="the trace to write (Parquet)"),
     ]
@@ -184,7 +189,7 @@ def trace_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mo
     check_int(seed, "--seed", 0, MAX_U32)
     say(f"running llama.cpp on {model_path} with cb_eval: {prompt:,} prompt and {decode:,} decode tokens")
     tr, rec = llama_trace.trace(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch,
-                                flash_attn, repack not in ("none", "off"), seed)
+                                flash_attn, repack != "none", seed)
     tr_mod.save(tr, out)
     click.echo(f"{out}: {len(tr):,} events, {len(rec['ubatches']):,} ubatches recorded; "
                f"token ids generated: {rec['generated'][:8]}")
