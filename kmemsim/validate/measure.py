@@ -100,12 +100,18 @@ class Busy:
         return False
 
 
+# what this process measured and whether it kept it, as sentences (predict reports them in its notes)
+MEASURED: list[str] = []
+
+
 def keep(path, res, busy, what):
     """Cache measurement `res` at `path` unless the machine was busy while it was taken; say which."""
     if busy.reason:
+        MEASURED.append(f"{what} measured now, not cached: {busy.reason}")
         say(f"  not cached: {busy.reason}; the next run measures {what} again")
         return res
     atomic_json(path, res)
+    MEASURED.append(f"{what} measured now, cached in {path}")
     say(f"  cached in {path}")
     return res
 

@@ -27,6 +27,7 @@ from ..engine.kernel import Config, Emulator
 from ..engine.time import serial as timing
 from ..workload import llama as lw
 from .child import reference_prompt
+from . import measure
 from .measure import baseline_cache_path, engine_baseline, engine_warm_set, llama_probe, this_machine, warm_steps
 from .reference import METRICS  # noqa: F401  (the keys predict returns)
 
@@ -240,6 +241,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
         if int(v) <= 0:
             raise InputError(f"{k} must be positive (got {v})")
     notes = []
+    measure.MEASURED.clear()
     steps = bar(total=5, desc="predict", unit="step")
     steps.set_postfix_str("the engine's footprint")
     if engine is None:
@@ -314,7 +316,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
                      "kv_manager": sess.kv_manager.name,
                      "device": prof.path if prof is not None else None,
                      "reclaim_costs": "recorded" if recorded else "unrecorded"}
-    out["notes"] = notes
+    out["notes"] = notes + measure.MEASURED
     if keep_result:
         out["_result"] = r
         out["_trace"] = tr
