@@ -20,7 +20,7 @@ SMALL = os.path.join(ROOT, "workloads", "scenarios", "small.toml")
 # what may follow a number as its unit (sizes, times, ratios, and what a count counts)
 UNITS = {"B", "KiB", "MiB", "GiB", "TiB", "bytes", "s", "ms", "us", "ns", "%", "pages", "folios", "events",
          "tokens", "steps", "threads", "processes", "requests", "slots", "points", "rows", "ubatches",
-         "tensors", "directories", "layers", "cells", "seqs", "policies", "runs"} | set(counters.UNIT.values())
+         "tensors", "directories", "layers", "cells", "seqs", "policies", "runs", "CPUs"} | set(counters.UNIT.values())
 # words after which a number names something rather than measures it
 NAMES = {"pid", "token", "ubatch", "request", "swappiness", "seed", "layer", "blk", "step"}
 _NUM = re.compile(r"^[-+]?\d[\d,]*(\.\d+)?$")
