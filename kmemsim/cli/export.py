@@ -7,7 +7,11 @@ import click
 from . import options
 
 
-@click.group()
+@click.group(epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim export perfetto cmp -o cmp.pftrace
+""")
 def export():
     """Write kmemsim's results in other tools' formats."""
 

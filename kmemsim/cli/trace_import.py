@@ -23,7 +23,11 @@ def _options(f):
     return f
 
 
-@click.group("import")
+@click.group("import", epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim trace import ftrace capture.txt --comm llama -o phone-run
+""")
 def trace_import():
     """Import a kernel trace captured elsewhere as a kmemsim run directory."""
 

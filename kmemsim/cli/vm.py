@@ -8,7 +8,11 @@ from ..live import vm as vm_boot
 from . import options
 
 
-@click.group()
+@click.group(epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim vm run -- cat /proc/version
+""")
 def vm():
     """Debian bookworm's 6.1 kernel (MGLRU built in, zram, memcg, BTF) booted under qemu with this
     machine's root file system, read-only: the recorder and `kmemsim validate` run in it unchanged."""

@@ -20,7 +20,11 @@ from ..core.units import human_bytes
 from . import options
 
 
-@click.group()
+@click.group(epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim model synth tiny.gguf --preset Qwen3-0.6B --layers 4 --type q4_0
+""")
 def model():
     """Synthetic GGUF models."""
 
@@ -77,7 +81,11 @@ def synth_cmd(out, preset, layers, dim, ffn, heads, kv_heads, vocab, head_dim, a
                f"written in {time.time() - t:.1f} s")
 
 
-@click.group()
+@click.group(epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim workload scenario workloads/scenarios/small.toml -o small.parquet
+""")
 def workload():
     """Workload traces."""
 
@@ -165,7 +173,11 @@ def workload_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load
                f"generated in {time.time() - t:.2f} s")
 
 
-@click.group()
+@click.group(epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim trace info small.parquet
+""")
 def trace():
     """Record and inspect traces."""
 
