@@ -7,7 +7,6 @@ minutes: they are marked live and run as root only under CI=true or KMEMSIM_LIVE
 test run beside other users of this machine does not touch their runs (`kmemsim cleanup` would).
 Examples that run llama.cpp need llama-cpp-python (marked llama)."""
 import os
-import re
 import shlex
 import subprocess
 import sys

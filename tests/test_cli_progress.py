@@ -10,7 +10,6 @@ import sys
 import termios
 import time
 
-import pytest
 
 from kmemsim.validate import measure
 
