@@ -229,7 +229,7 @@ def _quiet(ctx, param, value):
 
 
 quiet = click.option("--quiet", "-q", is_flag=True, expose_value=False, is_eager=True, callback=_quiet,
-                     help="no progress bars or progress lines (they are off anyway when stderr is not a terminal)")
+                     help="no progress bars or status lines on stderr (bars are off anyway when it is not a terminal)")
 
 
 kv_manager = click.option(

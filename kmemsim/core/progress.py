@@ -12,9 +12,11 @@ def set_quiet(on: bool) -> None:
     """`--quiet`: no bars or status lines in this process, nor in the processes it starts (tqdm reads
     TQDM_DISABLE from the environment)."""
     global _quiet
-    _quiet = bool(on)
     if on:
         os.environ["TQDM_DISABLE"] = "1"
+    elif _quiet:                        # a later command in the same process (tests) is not quiet
+        os.environ.pop("TQDM_DISABLE", None)
+    _quiet = bool(on)
 
 
 def quiet() -> bool:
