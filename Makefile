@@ -110,9 +110,9 @@ $(GRID61)/device-profile.toml: | setup
 validate-grid-6.1: setup guest-llama $(GRID61_MODELS) $(GRID61)/device-profile.toml
 	$(VENV)/bin/kmemsim vm disk $(GRID61_MODELS) -o $(GRID61)/models.img
 	for lru in classic mglru; do \
-	  $(VENV)/bin/kmemsim vm run --memory 3G --disk $(GRID61)/models.img:/tmp/models --lru $$lru --rwdir $(GRID61) --no-cwd -- \
+	  $(VENV)/bin/kmemsim vm run --mem 3G --disk $(GRID61)/models.img:/tmp/models --lru $$lru --rwdir $(GRID61) --no-cwd -- \
 	    kmemsim validate $(foreach m,$(GRID61_MODELS),/tmp/models/$(notdir $(m))) --prompt 64 --decode 8 --ctx 512 \
-	      --mem-limit $(GRID61_LIMITS) --repeat $(REPEAT61) --reuse --device-profile $(GRID61)/device-profile.toml \
+	      --mem-limit $(GRID61_LIMITS) --repeat $(REPEAT61) --reuse --device $(GRID61)/device-profile.toml \
 	      -o $(GRID61)/$$lru || exit 1; \
 	done
 

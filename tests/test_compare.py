@@ -24,7 +24,7 @@ OUTPUTS = ["summary.csv", "summary.parquet", "summary.md", "phases.csv", "timeli
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
     out = tmp_path_factory.mktemp("cmp") / "out"
-    r = CliRunner().invoke(main, ["compare", str(SMALL), "--policies", "stock,is,dw,is+dw", "--mem", "2G",
+    r = CliRunner().invoke(main, ["compare", str(SMALL), "--policy", "stock,is,dw,is+dw", "--mem", "2G",
                                   "--zram", "zstd:1G", "-o", str(out)])
     assert r.exit_code == 0, r.output
     return out, r.output
@@ -167,7 +167,7 @@ def test_is_uses_less_memory_than_stock_on_kv_prealloc(compared):
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--policies", "stock,nope"], "unknown nope"),
+    (["--policies", "stock,nope"], "'--policies': 'nope' is not one of 'stock'"),   # the old name, as typed
     (["--device", "nokia-3310"], "unknown device"),
     (["--mem", "lots"], "cannot read"),
     (["--zram", "brotli:1G"], "--zram"),

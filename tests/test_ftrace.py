@@ -282,7 +282,7 @@ def test_compare_replays_a_run_directory_beside_its_measures(tmp_path):
     r, out = imported(tmp_path, data=text_capture(evs), args=["--pid", "700"])
     assert r.exit_code == 0, r.output
     c = tmp_path / "cmp"
-    r = CliRunner().invoke(main, ["compare", str(out), "--policies", "stock,lru", "--mem", "2G", "-o", str(c)])
+    r = CliRunner().invoke(main, ["compare", str(out), "--policy", "stock,lru", "--mem", "2G", "-o", str(c)])
     assert r.exit_code == 0, r.output
     live = pd.read_csv(c / "live.csv")
     got = pd.read_csv(c / "summary.csv").set_index("policy")

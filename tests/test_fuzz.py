@@ -114,7 +114,7 @@ def test_gguf_loaders(data):
             f.write(data)
         one_line_or_success(["workload", "llama", p, "--prompt", "4", "--decode", "1", "--ctx", "64",
                              "-o", "{out}/t.parquet"], "workload llama")
-        one_line_or_success(["compare", p, "--prompt", "4", "--decode", "1", "--ctx", "64", "--policies",
+        one_line_or_success(["compare", p, "--prompt", "4", "--decode", "1", "--ctx", "64", "--policy",
                              "stock", "-o", "{out}/cmp"], "compare")
 
 

@@ -109,7 +109,7 @@ def test_inputs_are_what_they_claim(corpus):
     runner = CliRunner()
     res = runner.invoke(main, ["replay", os.path.join(d, "ok.parquet"), "--mem", "1G", "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)["pgfault"] > 0
+    assert json.loads(res.stdout)["counters"]["pgfault_count"] > 0
     for args in (["workload", "llama", os.path.join(d, "ok.gguf"), "--prompt", "4", "--decode", "1", "--ctx", "64"],
                  ["workload", "scenario", os.path.join(d, "ok.toml")]):
         out = os.path.join(d, "good.parquet")

@@ -51,7 +51,7 @@ def read(path):
 def compared(tmp_path_factory):
     d = tmp_path_factory.mktemp("pf")
     out = d / "cmp"
-    r = CliRunner().invoke(main, ["compare", str(SMALL), "--policies", "stock,is", "--mem", "1G", "--zram",
+    r = CliRunner().invoke(main, ["compare", str(SMALL), "--policy", "stock,is", "--mem", "1G", "--zram",
                                   "zstd:1G", "-o", str(out)])
     assert r.exit_code == 0, r.output
     return d, out

@@ -28,7 +28,7 @@ def run_cli(*args):
 def replay_json(*args):
     r = CliRunner().invoke(main, ["replay", *map(str, args), "--json"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    return json.loads(r.stdout)
+    return json.loads(r.stdout)["counters"]   # keys carry their unit: accesses_pages, ...
 
 
 def libcachesim_lru(path, pages):
@@ -72,7 +72,7 @@ def test_lru_matches_libcachesim(tmp_path, name, ids, pages):
     if pages in (100, 2999):   # libCacheSim's object-count semantics, checked independently
         assert lcs_misses == reference_lru(ids, pages)
     out = replay_json(path, "--policy", "lru", "--mem", pages * 4096)
-    assert (out["accesses"], out["misses"]) == (lcs_n, lcs_misses)
+    assert (out["accesses_pages"], out["misses_pages"]) == (lcs_n, lcs_misses)
 
 
 def test_csv_and_binary_agree(tmp_path):
@@ -82,7 +82,7 @@ def test_csv_and_binary_agree(tmp_path):
     lio.write_csv_ids(str(c), ids, header="obj_id")
     args = ("--policy", "lru", "--mem", "2M")
     jb, jc = replay_json(b, *args), replay_json(c, *args)
-    assert (jb["accesses"], jb["misses"]) == (jc["accesses"], jc["misses"]) == \
+    assert (jb["accesses_pages"], jb["misses_pages"]) == (jc["accesses_pages"], jc["misses_pages"]) == \
         (20_000, reference_lru(ids, 512))
 
 
@@ -95,16 +95,17 @@ def test_parquet_trace_and_table_output(tmp_path):
     assert code == 0, err
     assert "pgfault" in out and "accesses" in out and "Traceback" not in err
     j = replay_json(p, "--mem", "1M")
-    assert j["accesses"] == 900
+    assert j["accesses_pages"] == 900
 
 
 def test_stock_policy_with_zram_and_memcg(tmp_path):
     p = tmp_path / "t.oracleGeneral"
     lio.write_oracle_general(str(p), zipf_ids(5000))
-    j = replay_json(p, "--memcg-limit", "4M", "--zram", "lz4:64M", "--swappiness", "100")
-    for k in ("accesses", "misses", "pgfault", "pgmajfault", "pgpgin", "pswpin", "pswpout"):
+    j = replay_json(p, "--mem-limit", "4M", "--zram", "lz4:64M", "--swappiness", "100")
+    for k in ("accesses_pages", "misses_pages", "pgfault_count", "pgmajfault_count", "pgpgin_pages",
+              "pswpin_pages", "pswpout_pages"):
         assert k in j, k
-    assert j["accesses"] == 5000
+    assert j["accesses_pages"] == 5000
 
 
 # ------------------------------------------------------------------------------------------------

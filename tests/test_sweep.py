@@ -50,7 +50,7 @@ def test_a_sweeps_rows_are_the_single_compare_runs(swept, tmp_path):
     assert [(p, m) for p, m in zip(res.policy, res.mem)] == [("stock", "1G"), ("stock", "2G"), ("is", "1G"), ("is", "2G")]
     for mem in ("1G", "2G"):
         c = tmp_path / f"cmp-{mem}"
-        r = CliRunner().invoke(main, ["compare", str(SMALL), "--policies", "stock,is", "--mem", mem,
+        r = CliRunner().invoke(main, ["compare", str(SMALL), "--policy", "stock,is", "--mem", mem,
                                       "--zram", "zstd:1G", "-o", str(c)])
         assert r.exit_code == 0, r.output
         want = pd.read_csv(c / "summary.csv").set_index("policy")
@@ -72,14 +72,14 @@ def test_a_rerun_resumes_without_recomputing(swept, tmp_path):
     stamps = {p.name: p.stat().st_mtime_ns for p in (out / "timelines").iterdir()}
     r = CliRunner().invoke(main, ["sweep", str(g), "-o", str(out)])
     assert r.exit_code == 0, r.output
-    assert r.output.strip().splitlines()[-1].startswith("0 points run") and "4 already done" in r.output
+    assert r.output.strip().splitlines()[-1].startswith("0 points run") and "4 points done before" in r.output
     assert (out / "points.jsonl").read_bytes() == before
     assert {p.name: p.stat().st_mtime_ns for p in (out / "timelines").iterdir()} == stamps
     # a grown grid (a third memory size) runs only its new points, serially here
     g2 = grid(tmp_path / "g2.toml", 'policy = ["stock", "is"]\nmem = ["1G", "2G", "3G"]')
     r = CliRunner().invoke(main, ["sweep", str(g2), "-o", str(out), "--scheduler", "serial"])
     assert r.exit_code == 0, r.output
-    assert r.output.strip().splitlines()[-1].startswith("2 points run") and "4 already done" in r.output
+    assert r.output.strip().splitlines()[-1].startswith("2 points run") and "4 points done before" in r.output
     assert (out / "points.jsonl").read_bytes().startswith(before)
     res = pd.read_parquet(out / "results.parquet")
     assert len(res) == 6 and set(res.mem) == {"1G", "2G", "3G"}
@@ -179,7 +179,7 @@ def test_kill_9_loses_no_finished_point(tmp_path):
     r = subprocess.run([*KMEMSIM, "sweep", str(g), "-o", str(out), "--scheduler", "serial", "--quiet"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith(f"{64 - len(finished)} points run") and f"({len(finished)} already done)" in r.stdout
+    assert r.stdout.startswith(f"{64 - len(finished)} points run") and f"({len(finished)} points done before)" in r.stdout
     assert jp.read_bytes().startswith(kept)
     res = pd.read_parquet(out / "results.parquet")
     assert len(res) == 64 and res["point"].is_unique

@@ -57,7 +57,7 @@ def test_dry_run_shows_virtme_ngs_command_line(boot, tmp_path, monkeypatch):
     work.mkdir()
     monkeypatch.chdir(work)
     monkeypatch.setattr(vm, "kvm_missing", lambda: "the CPU shows no vmx/svm flag")
-    r = invoke("--dry-run", "--memory", "1G", "--cpus", "1", "--lru", "mglru", "--rwdir", str(tmp_path / "boot"),
+    r = invoke("--dry-run", "--mem", "1G", "--cpus", "1", "--lru", "mglru", "--rwdir", str(tmp_path / "boot"),
                "--", "python3", "-c", "print('a b')")
     assert r.exit_code == 0, r.output
     args = shlex.split(r.output)
@@ -89,8 +89,9 @@ def test_kvm_needs_the_cpus_flag(monkeypatch):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--memory", "100M"], "--memory 100M: the guest needs at least 256M"),
-    (["--memory", "lots"], "--memory"),
+    (["--mem", "100M"], "--mem 100M: the guest needs at least 256M"),
+    (["--memory", "100M"], "--memory 100M: the guest needs at least 256M"),      # the old name, as typed
+    (["--mem", "lots"], "--mem"),
     (["--cpus", "0"], "--cpus 0: expected 1..64"),
     (["--timeout", "-1"], "--timeout -1.0: expected a positive number of seconds"),
     (["--rwdir", "/no/such/dir"], "--rwdir /no/such/dir: no such directory"),

@@ -3,7 +3,11 @@
 import click
 
 
-@click.command()
+@click.command(epilog="""
+\b
+Example (as root; says so when nothing was left):
+  kmemsim cleanup
+""")
 def cleanup():
     """Undo what a killed `kmemsim run` left: its zram swap, its memory cgroup (and the command
     still running in it), the settings it changed. Touches nothing another program made."""

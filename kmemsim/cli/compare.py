@@ -15,26 +15,30 @@ from ..core.units import parse_size
 from . import options
 
 
-@click.command()
+@click.command(epilog="""
+\b
+Example (the bundled small scenario on the default phone with 1 GiB of RAM; writes cmp/):
+  kmemsim compare workloads/scenarios/small.toml --policy stock,is,dw,is+dw --mem 1G -o cmp
+""")
 @click.argument("workload", type=click.Path())
-@click.option("--policies", default="stock,is,dw,is+dw", show_default=True, help="comma-separated policies")
-@click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True,
-              help="device profile: a name under workloads/devices/ or a .toml path")
-@click.option("--mem", default=None, help="device RAM for the trace (default: the device's memory.available)")
-@click.option("--memcg-limit", default=None, help="memory cgroup limit instead of --mem")
-@click.option("--zram", default=None, help="ALGO:SIZE (default: the device's kernel.zram)")
-@click.option("--swappiness", type=int, default=None, help="default: the device's")
+@options.policy(many=True, default="stock,is,dw,is+dw", show_default=True)
+@options.device(default=DEFAULT_DEVICE, show_default=True)
+@options.mem(lo=MIN_DEVICE_MEM_BYTES, default=None, help="device RAM for the trace [default: the device's memory.available]")
+@options.mem_limit(lo=MIN_DEVICE_MEM_BYTES, default=None, help="memory cgroup limit (memory.max) instead of --mem")
+@options.zram(default=None, help="zram swap device, e.g. zstd:2G [default: the device's kernel.zram]")
+@options.swappiness(default=None, help="vm.swappiness, 0..200 [default: the device's]")
 @click.option("--policy-param", type=int, default=None, help="policy strength (DW: 0 = defer until last resort)")
 @options.lru
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="scenario override (repeatable)")
 @click.option("--prompt", type=int, default=256, show_default=True, help="MODEL.gguf: prompt tokens")
 @click.option("--decode", type=int, default=32, show_default=True, help="MODEL.gguf: generated tokens")
-@click.option("--ctx", type=int, default=4096, show_default=True, help="MODEL.gguf: n_ctx per path")
+@click.option("--ctx", type=int, default=4096, show_default=True, help="MODEL.gguf: context size in tokens (n_ctx) per path")
 @click.option("--paths", type=int, default=1, show_default=True, help="MODEL.gguf: speculative paths (KV sequences)")
 @click.option("--requests", type=int, default=1, show_default=True, help="MODEL.gguf: requests")
 @options.kv_manager
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="output directory")
-def compare(workload, policies, device_name, mem, memcg_limit, zram, swappiness, policy_param, lru, overrides,
+@options.out(kind="dir", dest="out_dir", help="output directory")
+@options.quiet
+def compare(workload, policy, device_name, mem, mem_limit, zram, swappiness, policy_param, lru, overrides,
             prompt, decode, ctx, paths, requests, kv_manager, out_dir):
     """Compare memory policies on one workload: memory, storage reads, TTFT, time per token."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
@@ -44,21 +48,21 @@ def compare(workload, policies, device_name, mem, memcg_limit, zram, swappiness,
     from ..report.tables import describe, table_text
     from ..workload.llama import check_request
     output_dir(out_dir)
-    pols = cmpmod.parse_policies(policies)
-    if mem is not None and memcg_limit is not None:
-        raise InputError("give --mem or --memcg-limit, not both")
-    for name, v in (("--mem", mem), ("--memcg-limit", memcg_limit)):
+    pols = cmpmod.parse_policies(policy)
+    mem_flag, limit_flag = options.flag("mem", "--mem"), options.flag("mem_limit", "--mem-limit")
+    if mem is not None and mem_limit is not None:
+        raise InputError(f"give {mem_flag} or {limit_flag}, not both")
+    for name, v in ((mem_flag, mem), (limit_flag, mem_limit)):
         if v is not None:
             check_mem(parse_size(v, name), name, v, MIN_DEVICE_MEM_BYTES)
     check_int(paths, "--paths", 1, MAX_PATHS)
     check_int(decode, "--decode", 1, MAX_TOKENS)
     check_request(prompt, decode, ctx, requests=requests)
     check_int(ctx * paths, "--ctx x --paths (the context's cells)", 1, MAX_TOKENS)
-    options.swappiness_ok(swappiness)
     if policy_param is not None:
         check_int(policy_param, "--policy-param", -MAX_POLICY_PARAM, MAX_POLICY_PARAM)
     dev = devmod.load(options.device_arg(device_name))
-    cfg = cmpmod.base_config(dev, mem=mem, memcg_limit=memcg_limit, zram=zram, swappiness=swappiness,
+    cfg = cmpmod.base_config(dev, mem=mem, memcg_limit=mem_limit, zram=zram, swappiness=swappiness,
                              policy_param=policy_param, lru=lru)
     dev.zram_algo(cfg.get("zram"))
     wl = cmpmod.load_workload(workload, overrides, kv_manager, prompt=prompt, decode=decode, ctx=ctx, paths=paths,

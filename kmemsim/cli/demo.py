@@ -19,20 +19,26 @@ BUNDLED = SCENARIOS / "kv-prealloc-small.toml"
 TIGHT = 0.75      # the tight size: this share of the stock kernel's peak without pressure
 
 
-@click.command()
+@click.command(epilog="""
+\b
+Example (the bundled scenario at a roomy and a tight size it picks, tables and what they mean):
+  kmemsim demo
+""")
 @click.option("--scenario", "path", type=click.Path(dir_okay=False), default=str(BUNDLED),
-              show_default=True, help="scenario TOML")
-@click.option("--policies", default="stock,is,dw,is+dw", show_default=True)
-@click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True)
-@click.option("--mem", "mems", multiple=True,
-              help="memory for the trace (RAM); repeat for several runs (default: the device's available memory, "
+              show_default="the bundled kv-prealloc-small.toml", help="scenario TOML")
+@options.policy(many=True, default="stock,is,dw,is+dw", show_default=True)
+@options.device(default=DEFAULT_DEVICE, show_default=True)
+@click.option("--mem", "mems", cls=options.Opt, old=options.VOCABULARY["--mem"], type=options.Size(lo=MIN_DEVICE_MEM_BYTES),
+              multiple=True,
+              help="device RAM for the trace; repeat for several runs (default: the device's available memory, "
                    "then 3/4 of the stock kernel's peak there)")
-@click.option("--zram", default="zstd:1G", show_default=True)
+@options.zram(default="zstd:1G", show_default=True)
 @options.lru
 @options.kv_manager
-@click.option("-o", "--out", "out_dir", default=None, type=click.Path(file_okay=False),
-              help="also write the report (summary.csv, plots, report.html) here")
-def demo(path, policies, device_name, mems, zram, lru, kv_manager, out_dir):
+@options.out(required=False, kind="dir", dest="out_dir", default=None,
+             help="also write the report (summary.csv, plots, report.html) here")
+@options.quiet
+def demo(path, policy, device_name, mems, zram, lru, kv_manager, out_dir):
     """Compare stock, IS, DW and IS+DW on the bundled small scenario, at a size without memory pressure
     and one with it, and say what each difference means."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
@@ -42,7 +48,7 @@ def demo(path, policies, device_name, mems, zram, lru, kv_manager, out_dir):
     if out_dir is not None:
         output_dir(out_dir)
     input_file(path, "--scenario", "scenario .toml file")
-    pols = cmpmod.parse_policies(policies)
+    pols = cmpmod.parse_policies(policy)
     for m in mems:
         check_mem(parse_size(m, "--mem"), "--mem", m, MIN_DEVICE_MEM_BYTES)
     dev = devmod.load(options.device_arg(device_name))

@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import click
 
+from . import options
 
-@click.group()
+
+@click.group(epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim export perfetto cmp -o cmp.pftrace
+""")
 def export():
     """Write kmemsim's results in other tools' formats."""
 
 
-@export.command("perfetto")
+@export.command("perfetto", epilog="""
+\b
+Example (a comparison of the bundled small scenario, then its timelines for ui.perfetto.dev):
+  kmemsim compare workloads/scenarios/small.toml --policy stock,is --mem 1G -o cmp
+  kmemsim export perfetto cmp -o cmp.pftrace
+""")
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
-@click.option("-o", "--out", "out_path", required=True, type=click.Path(dir_okay=False),
-              help="the Perfetto trace to write (.pftrace)")
+@options.out(dest="out_path", help="the Perfetto trace to write (.pftrace)")
 def perfetto(dirs, out_path):
     """Counter tracks, phases, faults and kills of compare/sweep outputs and live runs, side by side."""
     # here, not at the top: `kmemsim --help` loads no pandas or protobuf

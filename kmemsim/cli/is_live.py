@@ -8,9 +8,16 @@ from __future__ import annotations
 import click
 
 from ..core.paths import output_dir
+from ..core.progress import note
+from . import options
 
 
-@click.command("is-live")
+@click.command("is-live", epilog="""
+\b
+Example (as root: two live runs of real llama.cpp; a model from `kmemsim model synth`):
+  kmemsim model synth tiny.gguf --preset Qwen3-0.6B --layers 4 --type q4_0
+  kmemsim is-live tiny.gguf --prompt 64 --decode 8 --ctx 4096 --mem-limit 256M -o islive
+""")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--prompt", type=int, default=64, show_default=True)
 @click.option("--decode", type=int, default=8, show_default=True)
@@ -18,13 +25,14 @@ from ..core.paths import output_dir
 @click.option("--batch", type=int, default=512, show_default=True)
 @click.option("--ubatch", type=int, default=512, show_default=True)
 @click.option("--threads", type=int, default=2, show_default=True)
-@click.option("--mem-limit", default="512M", show_default=True, help="the cgroup's limit: a size or N%% of the model")
-@click.option("--zram", default="lz4:4G", show_default=True)
-@click.option("--swappiness", type=int, default=60, show_default=True)
+@options.mem_limit(percent=True, default="512M", show_default=True)
+@options.zram(live=True, default="lz4:4G", show_default=True)
+@options.swappiness(default=60, show_default=True)
 @click.option("--variant", type=click.Choice(["alloc", "tail"]), default="alloc", show_default=True,
               help="alloc: page out the whole KV buffer after the clear; tail: only pages of cells beyond "
                    "prompt+decode")
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@options.out(kind="dir", dest="out_dir", help="output directory (is_live.csv, is_live.md, stock/, is/)")
+@options.quiet
 def is_live(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram, swappiness, variant, out_dir):
     """IS (Initial KV cache Swap) on the live kernel against the emulator."""
     from ..validate import live_is as L   # here, not at the top: `kmemsim --help` loads no pandas
@@ -32,6 +40,6 @@ def is_live(model, prompt, decode, ctx, batch, ubatch, threads, mem_limit, zram,
     output_dir(out_dir)
     check_args(model, prompt, decode, ctx, batch, ubatch, threads, str(mem_limit), zram, swappiness)
     df = L.compare(model, prompt, decode, ctx, mem_limit, out_dir, variant, zram, swappiness, batch, ubatch,
-                   threads, progress=lambda m: click.echo(m, err=True))
+                   threads, progress=note)
     click.echo(L.markdown(df, df.attrs["meta"]))
     click.echo(f"wrote {out_dir}/: is_live.csv is_live.md is_live.json stock/ is/")

@@ -10,16 +10,22 @@ import click
 from ..core.atomic import atomic_write
 from ..core.errors import InputError
 from ..core.paths import output_dir, output_file
+from ..core.progress import note
+from . import options
 
 
-@click.command()
-@click.option("-o", "--out", "out", default="workloads/devices/this-machine.toml", show_default=True,
-              type=click.Path(dir_okay=False), help="profile to write (TOML)")
+@click.command(epilog="""
+\b
+Example (the short measurement, without fio; a minute or so, as root):
+  kmemsim profile --quick --no-fio -o this-machine.toml
+""")
+@options.out(default="workloads/devices/this-machine.toml", show_default=True, help="profile to write (TOML)")
 @click.option("--dir", "storage_dir", default=None, type=click.Path(file_okay=False),
               help="where the storage test file goes (default $TMPDIR or /var/tmp)")
 @click.option("--quick", is_flag=True, help="smaller and shorter measurements (less accurate)")
 @click.option("--fio/--no-fio", default=True, show_default=True,
               help="also measure the flash with reads in flight (fio: I/O size x queue depth, ~80 s)")
+@options.quiet
 def profile(out, storage_dir, quick, fio):
     """Measure this machine into a device profile (kmemsim compare --device this-machine)."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
@@ -30,7 +36,7 @@ def profile(out, storage_dir, quick, fio):
         if not Path(storage_dir).is_dir():
             raise InputError(f"--dir {storage_dir}: not a directory")
         output_dir(storage_dir, "--dir")
-    m = prof.measure(progress=lambda s: click.echo(f"  {s}", err=True), storage_dir=storage_dir, quick=quick,
+    m = prof.measure(progress=lambda s: note(f"  {s}"), storage_dir=storage_dir, quick=quick,
                      fio=fio)
     text = prof.to_toml(m)
     device.parse(tomllib.loads(text), str(p))        # what we write must load

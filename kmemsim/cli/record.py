@@ -5,11 +5,11 @@ import sys
 import click
 
 from ..core.errors import InputError
-from ..core.limits import MAX_PERIOD_S, MAX_PID, MAX_SECONDS, check_int, check_mem
+from ..core.limits import MAX_PERIOD_S, MAX_PID, MAX_SECONDS, check_int
 from ..core.paths import output_dir
-from ..core.units import parse_size
 from ..live.samplers import INTERVAL_S
-from .options import number_ok, swappiness_ok
+from . import options
+from .options import number_ok
 
 
 def check_periods(interval, smaps_interval, memcg_interval, out):
@@ -38,13 +38,17 @@ def sampling_options(f):
     return f
 
 
-@click.command(context_settings={"ignore_unknown_options": False})
-@click.option("--mem-limit", metavar="SIZE", help="memory cgroup limit, e.g. 512M (default: none)")
-@click.option("--zram", metavar="ALGO:SIZE", help="zram swap for the run, e.g. lz4:1G (refused if swap is on)")
-@click.option("--swappiness", type=int, help="vm swappiness for the run's cgroup (0..200)")
+@click.command(context_settings={"ignore_unknown_options": False}, epilog="""
+\b
+Example (as root: 300 MiB written under a 256 MiB limit with 1 GiB of zram):
+  kmemsim run --mem-limit 256M --zram lz4:1G -o run1 -- python3 -c "b = bytearray(300 << 20)"
+""")
+@options.mem_limit(help="memory cgroup limit (memory.max), e.g. 512M [default: none]")
+@options.zram(live=True, help="zram swap for the run, e.g. lz4:1G (refused if swap is on)")
+@options.swappiness(help="vm.swappiness for the run's cgroup, 0..200")
 @click.option("--drop-caches", is_flag=True, help="sync and drop the page cache before starting")
 @sampling_options
-@click.option("-o", "--out", "out", required=True, metavar="RUNDIR", help="run directory to create")
+@options.out(kind="dir", metavar="RUNDIR", help="run directory to create")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(mem_limit, zram, swappiness, drop_caches, interval, smaps_interval, memcg_interval, out, command):
     """Run COMMAND in a fresh memory cgroup (limit, zram swap) and record it into RUNDIR.
@@ -53,22 +57,20 @@ def run(mem_limit, zram, swappiness, drop_caches, interval, smaps_interval, memc
     Exits with COMMAND's status (130 if interrupted)."""
     from ..live import recorder       # here: `kmemsim --help` loads no pandas
     check_periods(interval, smaps_interval, memcg_interval, out)
-    if mem_limit is not None:
-        check_mem(parse_size(mem_limit, "--mem-limit"), "--mem-limit", mem_limit)
-    if zram is not None:
-        from ..validate.reference import check_live_zram   # here: the live runs' check (loads pandas)
-        check_live_zram(zram)
-    swappiness_ok(swappiness)
     sys.exit(recorder.run_command(list(command), out, mem_limit=mem_limit, zram=zram, swappiness=swappiness,
                                   drop_caches=drop_caches, interval=interval, smaps_interval=smaps_interval,
                                   memcg_interval=memcg_interval))
 
 
-@click.command()
+@click.command(epilog="""
+\b
+Example (as root: 5 s of the shell it is typed in, changing nothing):
+  kmemsim record --pid $$ --duration 5 -o rec1
+""")
 @click.option("--pid", required=True, type=int, help="process to attach to (its children are followed)")
 @click.option("--duration", type=float, help="seconds to record (default: until it exits or Ctrl-C)")
 @sampling_options
-@click.option("-o", "--out", "out", required=True, metavar="RUNDIR", help="run directory to create")
+@options.out(kind="dir", metavar="RUNDIR", help="run directory to create")
 def record(pid, duration, interval, smaps_interval, memcg_interval, out):
     """Attach to a running process and record it into RUNDIR; changes nothing on the machine."""
     from ..live import recorder       # here: `kmemsim --help` loads no pandas

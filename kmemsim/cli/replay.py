@@ -7,62 +7,31 @@ is printed until the replay has finished, so a bad input leaves stdout empty.
 from __future__ import annotations
 
 import json
-import math
+import os
 
 import click
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.limits import check_zram_size
 from ..core.paths import input_file
-from ..core.units import PAGE_SIZE, format_size, parse_size
+from ..core.progress import say
+from ..core.units import parse_size
+from . import options
 
-# The counters the table shows first, in this order (names as in /proc/vmstat and zram's mm_stat);
-# any other scalar in the summary follows.
-MAIN_COUNTERS = [
-    "accesses", "misses",
-    "pgfault", "pgmajfault", "pgpgin", "pgpgout", "pswpin", "pswpout",
-    "workingset_refault_file", "workingset_refault_anon",
-    "workingset_activate_file", "workingset_activate_anon",
-    "workingset_restore_file", "workingset_restore_anon",
-    "pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_direct",
-    "nr_active_file", "nr_inactive_file", "nr_active_anon", "nr_inactive_anon",
-    "zram_orig_data_size", "zram_compr_data_size", "zram_mem_used_total",
-    "oom_kill",
-]
-
-def check_zram(spec: str) -> str:
-    """The form ALGO:SIZE and the size; the emulator's Config names the compressors it models."""
-    algo, sep, size = spec.partition(":")
-    if not sep or not algo or not size:
-        raise InputError(f"--zram: expected ALGO:SIZE such as lz4:2G, got {spec!r}")
-    check_zram_size(parse_size(size, "--zram size"), "--zram size", size)
-    return spec
-
-
-def build_config(mem, memcg_limit, swappiness, zram, policy, lru="classic"):
-    """Check the options and return the Config keyword arguments (sizes in bytes)."""
-    if mem is None and memcg_limit is None:
+def build_config(mem, mem_limit, swappiness, zram, policy, lru="classic"):
+    """The Config keyword arguments (sizes in bytes); the options' forms are checked as they are read
+    (options.Size, options.Zram)."""
+    if mem is None and mem_limit is None:
         raise InputError("give the memory to emulate: --mem SIZE (device RAM) or "
-                         "--memcg-limit SIZE (a memory cgroup limit)")
+                         "--mem-limit SIZE (a memory cgroup limit)")
     kw = {"swappiness": swappiness, "policy": policy, "lru": lru}
     if mem is not None:
-        kw["mem"] = _whole_pages(parse_size(mem, "--mem"), "--mem", mem)
-    if memcg_limit is not None:
-        kw["memcg_limit"] = _whole_pages(parse_size(memcg_limit, "--memcg-limit"), "--memcg-limit",
-                                         memcg_limit)
+        kw["mem"] = parse_size(mem, options.flag("mem", "--mem"))
+    if mem_limit is not None:
+        kw["memcg_limit"] = parse_size(mem_limit, options.flag("mem_limit", "--mem-limit"))
     if zram is not None:
-        kw["zram"] = check_zram(zram)
-    from ..engine.kernel import POLICIES      # here, not at the top: loads the C core (start-up)
-    if policy not in POLICIES:
-        raise InputError(f"--policy: unknown policy {policy!r}; known: {', '.join(sorted(POLICIES))}")
+        kw["zram"] = zram
     return kw
-
-
-def _whole_pages(n: int, what: str, raw) -> int:
-    if n < PAGE_SIZE:
-        raise InputError(f"{what}: {raw!r} is less than one 4 KiB page")
-    return n
 
 
 def _jsonable(x):
@@ -77,51 +46,51 @@ def _jsonable(x):
     raise TypeError(f"cannot write {type(x).__name__} as JSON")
 
 
-def _scalar(v):
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+def describe(trace, tr) -> dict:
+    """The trace as --json carries it: where it came from, its size, duration and processes."""
+    t = tr.cols["t"]
+    meta = tr.meta
+    return {"path": os.path.abspath(trace), "source": meta.get("source", "libCacheSim" if not meta else ""),
+            "events": int(len(tr)), "duration_s": float(t[-1] - t[0]) / 1e9 if len(tr) else 0.0,
+            "processes": [{"pid": int(p["pid"]), "name": p.get("name", "")} for p in meta.get("processes", [])],
+            "files": [{"path": f["path"], "pages": int(f["pages"])} for f in meta.get("files", [])]}
 
 
-def format_table(summary: dict, header: list[tuple[str, str]]) -> str:
-    rows = list(header)
-    keys = [k for k in MAIN_COUNTERS if k in summary and _scalar(summary[k])]
-    keys += sorted(k for k, v in summary.items() if k not in MAIN_COUNTERS and _scalar(v))
-    for k in keys:
-        v = summary[k]
-        if isinstance(v, float) and not v.is_integer():
-            s = f"{v:,.4f}"
-        else:
-            s = f"{int(v):,}" if not (isinstance(v, float) and math.isnan(v)) else "nan"
-        rows.append((k, s))
-        if k == "misses" and summary.get("accesses"):
-            rows.append(("miss ratio", f"{summary['misses'] / summary['accesses']:.4f}"))
-    w = max(len(k) for k, _ in rows)
-    wv = max(len(v) for _, v in rows)
-    return "\n".join(f"{k:<{w}}  {v:>{wv}}" for k, v in rows)
+EXAMPLE = """
+\b
+Example (a bundled scenario as a trace, then replayed under a 256 MiB cgroup with 1 GiB of zram):
+  kmemsim workload scenario workloads/scenarios/small.toml -o small.parquet
+  kmemsim replay small.parquet --mem-limit 256M --zram lz4:1G
+"""
 
 
-@click.command()
+@click.command(epilog=EXAMPLE)
 @click.argument("trace", type=click.Path(dir_okay=False))
-@click.option("--mem", metavar="SIZE", help="Device RAM to emulate (e.g. 512M, 8G).")
-@click.option("--memcg-limit", metavar="SIZE", help="Memory cgroup limit (memory.max) to replay under.")
-@click.option("--swappiness", type=click.IntRange(0, 200), default=60, show_default=True,
-              help="vm.swappiness, 0-200.")
-@click.option("--zram", metavar="ALGO:SIZE", help="zram swap device, e.g. lz4:2G (default: no swap).")
-@click.option("--policy", default="stock", show_default=True,
-              help="Reclaim policy; 'lru' is a plain one-list LRU for cross-checks with libCacheSim.")
+@options.mem(help="device RAM to emulate (no cgroup), e.g. 8G; give it or --mem-limit")
+@options.mem_limit(help="memory cgroup limit (memory.max) to replay under, e.g. 512M")
+@options.swappiness(default=60, show_default=True)
+@options.zram(help="zram swap device, e.g. lz4:2G [default: no swap]")
+@options.policy(default="stock", show_default=True,
+                help="reclaim policy; lru is a plain one-list LRU for cross-checks with libCacheSim")
 @click.option("--lru", type=click.Choice(["classic", "mglru"]), default="classic", show_default=True,
               help="the active/inactive lists or the multi-generational LRU (docs/mglru.md)")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def replay(trace, mem, memcg_limit, swappiness, zram, policy, lru, as_json):
+@click.option("--json", "as_json", is_flag=True,
+              help="print the trace, the configuration and every counter, each key with its unit")
+def replay(trace, mem, mem_limit, swappiness, zram, policy, lru, as_json):
     """Replay TRACE (kmemsim Parquet, libCacheSim oracleGeneral, or csv of object ids) through the
-    emulator and print the kernel's counters.
+    emulator and print the kernel's counters, grouped, each with its unit.
 
     With a libCacheSim trace each object is one 4 KiB page of one file and each request a read of
-    it; `--policy lru --mem SIZE --json` gives `accesses` and `misses` comparable with libCacheSim's
-    LRU at a capacity of SIZE / 4 KiB objects.
+    it; `--policy lru --mem SIZE --json` gives `accesses_pages` and `misses_pages` comparable with
+    libCacheSim's LRU at a capacity of SIZE / 4 KiB objects.
+
+    zram_* are the pool now (gauges) while pswpout counts every page swapped out: the pool empties
+    as the trace's processes exit, so the table gives each gauge's peak beside its end value.
     """
-    kw = build_config(mem, memcg_limit, swappiness, zram, policy, lru)
+    kw = build_config(mem, mem_limit, swappiness, zram, policy, lru)
     input_file(trace, expected="trace file")
     # here, not at the top: `kmemsim --help` loads no pandas or C core
+    from ..report import counters
     from ..workload.libcachesim_io import load_any
     try:
         from ..engine.kernel import Config, Emulator   # the C core: a build without it says so
@@ -132,16 +101,35 @@ def replay(trace, mem, memcg_limit, swappiness, zram, policy, lru, as_json):
         raise missing
     emu = Emulator(Config(**kw))   # the emulator's own checks (policy, compressor) before the trace
     tr = load_any(trace)
+    say(f"replaying {len(tr):,} events ({trace}) under the {policy} policy")
     res = emu.replay(tr)
     summary = dict(res.summary)
+    node = "mem" in kw
     if as_json:
-        click.echo(json.dumps(summary, default=_jsonable, indent=2, sort_keys=False))
+        cfg = {"policy": policy, "lru": lru, "swappiness": swappiness, "zram": zram,
+               "zram_bytes": parse_size(zram.partition(":")[2]) if zram else 0,
+               "mem_bytes": kw.get("mem"), "mem_limit_bytes": kw.get("memcg_limit")}
+        out = {"trace": describe(trace, tr), "config": cfg,
+               "counters": counters.json_counters(summary, res.timeline, node),
+               "miss_ratio": summary["misses"] / summary["accesses"] if summary.get("accesses") else None,
+               "notes": NOTES}
+        click.echo(json.dumps(out, default=_jsonable, indent=2, sort_keys=False))
         return
-    header = [("trace", trace), ("events", f"{len(tr):,}"), ("policy", policy)]
-    if "mem" in kw:
-        header.append(("mem", format_size(kw["mem"])))
-    if "memcg_limit" in kw:
-        header.append(("memcg limit", format_size(kw["memcg_limit"])))
-    header.append(("swappiness", str(swappiness)))
-    header.append(("zram", zram or "none"))
-    click.echo(format_table(summary, header))
+    d = describe(trace, tr)
+    mem_txt = ", ".join(([f"RAM {counters.human_bytes(kw['mem'])}"] if node else [])
+                        + ([f"cgroup limit {counters.human_bytes(kw['memcg_limit'])}"] if "memcg_limit" in kw else []))
+    click.echo(f"trace     {trace}: {d['events']:,} events over {d['duration_s']:.3f} s of trace time"
+               + (f", from {d['source']}" if d["source"] else ""))
+    click.echo(f"config    policy {policy} ({lru} LRU), {mem_txt}, swappiness {swappiness}, "
+               f"zram {zram or 'none'}")
+    click.echo(counters.text_table(summary, res.timeline, node))
+    if not node:
+        click.echo("(nr_free_pages and the watermarks describe a node's RAM: give --mem to see them)")
+
+
+# what a reader of --json needs to read its numbers right (report/counters.py)
+NOTES = ["zram_* and nr_swapped are gauges (zram's mm_stat): the pool at the end, after the trace's "
+         "processes exited and freed their swap slots; *_peak_* are their largest samples over the run. "
+         "pswpout/pswpin count every page swapped.",
+         "nr_free_pages and the watermarks are given only with mem_bytes (a node's RAM): a cgroup alone "
+         "has none to run out of."]

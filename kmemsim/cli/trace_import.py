@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from . import options
+
 
 def _options(f):
     f = click.option("--allow-lost", is_flag=True,
@@ -17,17 +19,25 @@ def _options(f):
     f = click.option("--pid", "pids", multiple=True, type=int,
                      help="track this process and its descendants, as `kmemsim run` tracks its command "
                           "(repeatable; with neither --pid nor --comm every task is tracked)")(f)
-    f = click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False),
-                     help="the run directory to write (new or empty)")(f)
+    f = options.out(kind="dir", dest="out_dir", help="the run directory to write (new or empty)")(f)
     return f
 
 
-@click.group("import")
+@click.group("import", epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim trace import ftrace capture.txt --comm llama -o phone-run
+""")
 def trace_import():
     """Import a kernel trace captured elsewhere as a kmemsim run directory."""
 
 
-@trace_import.command("ftrace")
+@trace_import.command("ftrace", epilog="""
+\b
+Example (capture.txt: /sys/kernel/tracing/trace after enabling the mm_filemap, vmscan and
+pagemap tracepoints, on a phone `atrace` or `adb shell cat /sys/kernel/tracing/trace`):
+  kmemsim trace import ftrace capture.txt --comm llama -o phone-run
+""")
 @click.argument("capture", type=click.Path(dir_okay=False))
 @_options
 def ftrace_cmd(capture, out_dir, pids, comms, files, allow_lost):
@@ -38,7 +48,11 @@ def ftrace_cmd(capture, out_dir, pids, comms, files, allow_lost):
     click.echo(ftrace.describe(s, out_dir))
 
 
-@trace_import.command("perfetto")
+@trace_import.command("perfetto", epilog="""
+\b
+Example (a Perfetto trace recorded with ftrace's mm events, e.g. record_android_trace):
+  kmemsim trace import perfetto capture.pftrace --comm llama -o phone-run2
+""")
 @click.argument("capture", type=click.Path(dir_okay=False))
 @_options
 def perfetto_cmd(capture, out_dir, pids, comms, files, allow_lost):

@@ -6,17 +6,26 @@ import sys
 import click
 
 from ..live import vm as vm_boot
+from . import options
 
 
-@click.group()
+@click.group(epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim vm run -- cat /proc/version
+""")
 def vm():
     """Debian bookworm's 6.1 kernel (MGLRU built in, zram, memcg, BTF) booted under qemu with this
     machine's root file system, read-only: the recorder and `kmemsim validate` run in it unchanged."""
 
 
-@vm.command(context_settings={"ignore_unknown_options": False})
-@click.option("--memory", default=vm_boot.DEFAULT_MEMORY, show_default=True, metavar="SIZE",
-              help="the guest's RAM")
+@vm.command(context_settings={"ignore_unknown_options": False}, epilog="""
+\b
+Example (as root: the 6.1 kernel's version and its LRU, about half a minute without KVM):
+  kmemsim vm run --lru mglru -- cat /proc/version /sys/kernel/mm/lru_gen/enabled
+""")
+@click.option("--mem", "memory", cls=options.Opt, old=options.VOCABULARY["--mem"], type=options.Size(),
+              default=vm_boot.DEFAULT_MEMORY, show_default=True, help="the guest's RAM")
 @click.option("--cpus", default=2, show_default=True, type=int, help="the guest's CPUs")
 @click.option("--rwdir", "rwdirs", multiple=True, metavar="DIR",
               help="a directory the guest writes through to this machine (repeatable)")
@@ -40,19 +49,20 @@ def run(memory, cpus, rwdirs, no_cwd, lru, disks, kernel, timeout, dry_run, comm
     qemu emulates the CPU: booting takes about half a minute."""
     sys.exit(vm_boot.run(list(command), memory=memory, cpus=cpus, rwdirs=rwdirs, share_cwd=not no_cwd,
                          kernel=kernel, lru=lru, timeout=timeout, dry_run=dry_run,
-                         disks=disks))
+                         disks=disks, mem_flag=options.flag("memory", "--mem")))
 
 
-@vm.command()
+@vm.command(epilog="""
+\b
+Example (an image holding a file; `kmemsim vm run --disk scenarios.img -- ls /tmp/scenarios` lists it in the guest):
+  kmemsim vm disk workloads/scenarios/small.toml -o scenarios.img
+""")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("-o", "--out", "image", required=True, type=click.Path(dir_okay=False),
-              help="the image file to write (raw ext4)")
-def disk(files, image):
+@options.out(help="the image file to write (raw ext4)")
+def disk(files, out):
     """An ext4 image holding FILES (models) for `kmemsim vm run --disk IMAGE`: in the guest they are
-    read through a block device and its readahead, as on a phone's flash, not over the shared 9p root.
-
-    Example: kmemsim vm disk model.gguf -o models.img && kmemsim vm run --disk models.img -- ls /tmp/models"""
+    read through a block device and its readahead, as on a phone's flash, not over the shared 9p root."""
     from ..core.paths import output_file
-    output_file(image)
-    size = vm_boot.make_disk(files, image)
-    click.echo(f"wrote {image} ({size / 2**20:.0f} MiB, ext4): {', '.join(os.path.basename(f) for f in files)}")
+    output_file(out)
+    size = vm_boot.make_disk(files, out)
+    click.echo(f"wrote {out} ({size / 2**20:.0f} MiB, ext4): {', '.join(os.path.basename(f) for f in files)}")

@@ -15,19 +15,29 @@ from ..core.errors import InputError
 from ..core.limits import MAX_U32, check_int
 from ..core.paths import output_file
 from ..workload.presets import PRESETS
+from ..core.progress import quiet, say
+from ..core.units import human_bytes
 from . import options
 
 
-@click.group()
+@click.group(epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim model synth tiny.gguf --preset Qwen3-0.6B --layers 4 --type q4_0
+""")
 def model():
     """Synthetic GGUF models."""
 
 
-@model.command("synth")
+@model.command("synth", epilog="""
+\b
+Example (a 4-layer Qwen3-0.6B, 121 MiB, that llama.cpp loads):
+  kmemsim model synth tiny.gguf --preset Qwen3-0.6B --layers 4 --type q4_0
+""")
 @click.argument("out", type=click.Path(dir_okay=False))
-@click.option("--preset", help="Model shape: " + ", ".join(PRESETS))
-@click.option("--layers", type=int, help="Number of layers (with --preset: overrides the preset's)")
-@click.option("--layers-override", type=int, help="Reduce a preset to N layers")
+@click.option("--preset", type=click.Choice(list(PRESETS)), help="a published model's shape")
+@click.option("--layers", cls=options.Opt, old=options.VOCABULARY["--layers"], type=int,
+              help="number of layers (with --preset: the preset's replaced)")
 @click.option("--dim", type=int, help="Embedding length")
 @click.option("--ffn", type=int, help="Feed-forward length (expert FFN length for MoE with arch llama)")
 @click.option("--heads", type=int)
@@ -40,8 +50,9 @@ def model():
 @click.option("--experts-used", type=int, help="MoE: experts used per token")
 @click.option("--tied/--untied", default=None, help="Share token_embd as the output head")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--layout-only", is_flag=True, help="Print the tensor layout; write no file")
-def synth_cmd(out, preset, layers, layers_override, dim, ffn, heads, kv_heads, vocab, head_dim, arch, wtype,
+@click.option("--dry-run", "layout_only", cls=options.Opt, old=options.VOCABULARY["--dry-run"], is_flag=True,
+              help="print the tensor layout and the file's size; write no file")
+def synth_cmd(out, preset, layers, dim, ffn, heads, kv_heads, vocab, head_dim, arch, wtype,
               experts, experts_used, tied, seed, layout_only):
     """Write a random-weight GGUF that llama.cpp loads and generates with."""
     # here, not at the top: `kmemsim --help` loads no gguf (0.2 s)
@@ -51,33 +62,44 @@ def synth_cmd(out, preset, layers, layers_override, dim, ffn, heads, kv_heads, v
     check_int(seed, "--seed", 0, (1 << 63) - 1)
     shape = dict(n_embd=dim, n_ff=ffn, n_head=heads, n_head_kv=kv_heads, n_vocab=vocab, head_dim=head_dim,
                  arch=arch, n_expert=experts, n_expert_used=experts_used, tied=tied)
-    lay = layers_override if layers_override is not None else layers
+    lay = layers
     if not preset and layers is None:
         raise InputError("give --preset NAME or a full shape (--layers --dim --ffn --heads --vocab)")
     if layout_only:
         L = synth.layout_from_preset(preset, wtype, lay, **shape)
-        click.echo(L.table().to_string(index=False))
-        click.echo(f"file size {L.file_size:,} bytes, {len(L.tensors)} tensors")
+        click.echo(L.table().rename(columns={"shape": "shape_elements", "n_bytes": "size_bytes", "data_offset": "offset_bytes",
+                                             "npages": "pages"}).to_string(index=False))
+        click.echo(f"file size {L.file_size:,} bytes ({human_bytes(L.file_size)}), {len(L.tensors)} tensors")
         return
     L = synth.layout_from_preset(preset, wtype, lay, **shape)     # the shape checked, the size known
     free = shutil.disk_usage(os.path.dirname(os.path.abspath(out))).free
     if L.file_size > free:
-        raise InputError(f"{out}: the model is {L.file_size:,} bytes, more than the {free:,} bytes free there")
+        raise InputError(f"{out}: the model is {human_bytes(L.file_size)}, more than the {human_bytes(free)} free there")
     t = time.time()
-    synth.write_model(out, preset, wtype, lay, seed=seed, progress=sys.stderr.isatty(), **shape)
-    click.echo(f"{out}: {os.path.getsize(out):,} bytes in {time.time() - t:.1f} s")
+    synth.write_model(out, preset, wtype, lay, seed=seed, progress=sys.stderr.isatty() and not quiet(), **shape)
+    click.echo(f"{out}: {human_bytes(os.path.getsize(out))} ({os.path.getsize(out):,} bytes), "
+               f"written in {time.time() - t:.1f} s")
 
 
-@click.group()
+@click.group(epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim workload scenario workloads/scenarios/small.toml -o small.parquet
+""")
 def workload():
     """Workload traces."""
 
 
+def _repacks():
+    from ..workload.llama.buffers import REPACK_TYPES      # here: the workload package loads numpy
+    return ["auto", *REPACK_TYPES]
+
+
 def _llama_options(f):
     opts = [
-        click.option("--prompt", type=int, required=True, help="Prompt tokens"),
-        click.option("--decode", type=int, required=True, help="Generated tokens"),
-        click.option("--ctx", type=int, required=True, help="Context size (n_ctx)"),
+        click.option("--prompt", type=int, required=True, help="prompt tokens, e.g. 256"),
+        click.option("--decode", type=int, required=True, help="generated tokens, e.g. 32"),
+        click.option("--ctx", type=int, required=True, help="context size in tokens (n_ctx), e.g. 4096"),
         click.option("--batch", type=int, default=512, show_default=True),
         click.option("--ubatch", type=int, default=512, show_default=True),
         click.option("--kv-type", type=click.Choice(["f16", "q8_0"]), default="f16", show_default=True),
@@ -87,30 +109,38 @@ def _llama_options(f):
                      help="MAP_POPULATE + MADV_WILLNEED (llama.cpp 0.3.36 always prefetches)"),
         click.option("--flash-attn/--no-flash-attn", default=None,
                      help="Default: off (llama-cpp-python's Llama default), on for a q8_0 KV cache"),
-        click.option("--repack", default="auto", show_default=True,
-                     help="CPU weight repacking: auto (this CPU), none, avx2, avx512, neon-i8mm"),
+        click.option("--repack", default="auto", show_default=True, type=options.LazyChoice(_repacks),
+                     help="CPU weight repacking: auto (this CPU's), or as on a CPU with these features"),
         click.option("--seed", type=int, default=0, show_default=True),
-        click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False)),
+        options.out(help="the trace to write (Parquet)"),
     ]
     for o in reversed(opts):
         f = o(f)
     return f
 
 
-@workload.command("llama")
+@workload.command("llama", epilog="""
+\b
+Example (a model written by `kmemsim model synth`, then its trace for 256 prompt and 32
+generated tokens in a 4096-token context):
+  kmemsim model synth tiny.gguf --preset Qwen3-0.6B --layers 4 --type q4_0
+  kmemsim workload llama tiny.gguf --prompt 256 --decode 32 --ctx 4096 -o tiny.parquet
+""")
 @click.argument("model_path", required=False)
 @_llama_options
 @click.option("--seqs", type=int, default=1, show_default=True, help="Parallel sequences (KV streams)")
-@click.option("--layout-only", "layout_preset", metavar="PRESET", help="Use a preset's layout; no file needed")
+@click.option("--preset", "layout_preset", cls=options.Opt, old=options.VOCABULARY["--preset"],
+              type=click.Choice(list(PRESETS)), help="a preset's tensor layout instead of MODEL.gguf (no file needed)")
 @click.option("--type", "wtype", type=click.Choice(["f16", "q8_0", "q4_0"]), default="q4_0", show_default=True,
-              help="Weight type with --layout-only")
-@click.option("--layers", type=int, help="Layers with --layout-only")
+              help="weight type with --preset")
+@click.option("--layers", cls=options.Opt, old=options.VOCABULARY["--layers"], type=int,
+              help="number of layers with --preset (the preset's replaced)")
 @click.option("--moe-routing", default="uniform", show_default=True, help="uniform | zipf | zipf:S")
 @click.option("--requests", type=int, default=1, show_default=True)
 @click.option("--pid", type=int, default=1000, show_default=True)
-@click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True,
-              help="device profile whose compute speed times the trace (a name under workloads/devices/ "
-                   "or a .toml path)")
+@options.device(default=DEFAULT_DEVICE, show_default=True,
+                help="device profile whose compute speed times the trace (a name under workloads/devices/ "
+                     "or a .toml path)")
 @options.kv_manager
 def workload_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch, flash_attn,
                    repack, seed, out, seqs, layout_preset, wtype, layers, moe_routing, requests, pid,
@@ -131,21 +161,33 @@ def workload_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load
     elif model_path:
         model_obj = model_path
     else:
-        raise InputError("give MODEL.gguf or --layout-only PRESET")
+        raise InputError("give MODEL.gguf or --preset NAME")
     t = time.time()
+    say(f"generating llama.cpp's accesses: {prompt:,} prompt and {decode:,} decode tokens")
     tr = lw.generate(model_obj, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch, seqs,
                      pid=pid, flash_attn=flash_attn, repack=repack, moe_routing=moe_routing, seed=seed,
                      requests=requests, time_model=tm, kv_manager=kv_manager)
     tr_mod.save(tr, out)
-    click.echo(f"{out}: {len(tr):,} events in {time.time() - t:.2f} s")
+    t_tr = (float(tr.cols["t"][-1] - tr.cols["t"][0]) / 1e9) if len(tr) else 0.0
+    click.echo(f"{out}: {len(tr):,} events covering {t_tr:.3f} s of trace time (the device's clock); "
+               f"generated in {time.time() - t:.2f} s")
 
 
-@click.group()
+@click.group(epilog="""
+\b
+Example (each command's --help has its own):
+  kmemsim trace info small.parquet
+""")
 def trace():
     """Record and inspect traces."""
 
 
-@trace.command("llama")
+@trace.command("llama", epilog="""
+\b
+Example (real llama.cpp on a model from `kmemsim model synth`; needs llama-cpp-python):
+  kmemsim model synth tiny.gguf --preset Qwen3-0.6B --layers 4 --type q4_0
+  kmemsim trace llama tiny.gguf --prompt 16 --decode 4 --ctx 256 -o real.parquet
+""")
 @click.argument("model_path")
 @_llama_options
 def trace_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch, flash_attn,
@@ -157,16 +199,22 @@ def trace_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mo
     output_file(out)
     lw.check_request(prompt, decode, ctx, batch, ubatch)
     check_int(seed, "--seed", 0, MAX_U32)
+    say(f"running llama.cpp on {model_path} with cb_eval: {prompt:,} prompt and {decode:,} decode tokens")
     tr, rec = llama_trace.trace(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch,
-                                flash_attn, repack not in ("none", "off"), seed)
+                                flash_attn, repack != "none", seed)
     tr_mod.save(tr, out)
-    click.echo(f"{out}: {len(tr):,} events, {len(rec['ubatches'])} ubatches recorded, "
-               f"generated {rec['generated'][:8]}")
+    click.echo(f"{out}: {len(tr):,} events, {len(rec['ubatches']):,} ubatches recorded; "
+               f"token ids generated: {rec['generated'][:8]}")
 
 
-@trace.command("info")
+@trace.command("info", epilog="""
+\b
+Example:
+  kmemsim workload scenario workloads/scenarios/small.toml -o small.parquet
+  kmemsim trace info small.parquet
+""")
 @click.argument("trace_path")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="everything, as JSON (sizes in *_bytes, times in *_ns)")
 def trace_info_cmd(trace_path, as_json):
     """Processes, mappings, bytes read and written per phase, distinct pages."""
     from ..report.trace_info import format_text, info   # here: `kmemsim --help` loads no pandas

@@ -84,6 +84,26 @@ def format_size(n: int) -> str:
     return f"{n}"
 
 
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB', 2.3e9 -> '2.14 GiB' (binary units, three significant figures)."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def human_seconds(s: float) -> str:
+    """Seconds as a person reads them: 0.000012 -> '12 us', 0.25 -> '250 ms', 75 -> '75.0 s'."""
+    if s != s:
+        return "n/a"
+    if s == 0:
+        return "0 s"
+    for unit, f in (("s", 1), ("ms", 1e3), ("us", 1e6)):
+        if abs(s) * f >= 1:
+            return f"{s * f:.3g} {unit}"
+    return f"{s * 1e9:.3g} ns"
+
+
 # ------------------------------------------------------------------------------------------------
 # Pages of byte ranges
 

@@ -63,9 +63,9 @@ class Probe:
 
     def open(self, b):
         from .ringbuf import RingBuffer   # the C core's drain: loaded when a recording starts
-        t = b[self.output]
+        t = b[self.output.encode()]           # bcc's names are bytes (bcc.utils._assert_is_bytes)
         self.ring = RingBuffer(t.map_fd, t.max_entries, self.dtype.itemsize)
-        self._dropped = b[self.output + "_dropped"]
+        self._dropped = b[(self.output + "_dropped").encode()]
 
     def drain(self):
         data = self.ring.drain()
@@ -228,7 +228,7 @@ class Probes:
                 else:
                     self.kernel_lacks[tp + (f".{field}" if field else "")] = macro
         try:
-            self.b = bcc.BPF(text=text, cflags=["-Wno-duplicate-decl-specifier", "-Wno-macro-redefined", *defines])
+            self.b = bcc.BPF(text=text.encode(), cflags=["-Wno-duplicate-decl-specifier", "-Wno-macro-redefined", *defines])
         except Exception as e:
             raise InputError(f"cannot load the BPF programs ({str(e).splitlines()[0] if str(e) else type(e).__name__}); "
                              "run as root after `make system` (bcc, kernel header links, tracefs)")
@@ -239,15 +239,15 @@ class Probes:
         return next(p for p in self.probes if p.name == name)
 
     def track(self, pid: int):
-        self.b["tracked"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
+        self.b[b"tracked"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
 
     def watch_inode(self, kdev: int, ino: int):
-        k = self.b["inodes"].Key()
+        k = self.b[b"inodes"].Key()
         k.ino, k.dev = ino, kdev
-        self.b["inodes"][k] = ctypes.c_uint8(1)
+        self.b[b"inodes"][k] = ctypes.c_uint8(1)
 
     def watch_swap_dev(self, kdev: int):
-        self.b["swap_devs"][ctypes.c_uint32(kdev)] = ctypes.c_uint8(1)
+        self.b[b"swap_devs"][ctypes.c_uint32(kdev)] = ctypes.c_uint8(1)
 
     def drain(self):
         for p in self.probes:
@@ -258,7 +258,7 @@ class Probes:
 
     def file_counts(self):
         """{(kernel dev, ino): (pages added, pages deleted, filemap faults)} kept in the kernel."""
-        return {(k.dev, k.ino): (v.added, v.deleted, v.faults) for k, v in self.b["file_counts"].items()}
+        return {(k.dev, k.ino): (v.added, v.deleted, v.faults) for k, v in self.b[b"file_counts"].items()}
 
     def recursion_misses(self) -> dict:
         """{tracepoint: runs the kernel skipped}: a tracepoint's program does not run while another
@@ -273,7 +273,7 @@ class Probes:
         return out
 
     def array(self, name):
-        return [int(v.value) for v in self.b[name].values()]
+        return [int(v.value) for v in self.b[name.encode()].values()]
 
     def close(self):
         for p in self.probes:

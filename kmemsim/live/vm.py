@@ -115,7 +115,7 @@ def vng_binary() -> str:
     return found
 
 
-def check_host(memory: int, dirs) -> None:
+def check_host(memory: int, dirs, mem_flag: str = "--mem") -> None:
     """What the VM needs from this machine, each missing piece as one line."""
     if platform.machine() != "x86_64":
         raise InputError(f"kmemsim vm boots x86_64 kernels; this machine is {platform.machine()}")
@@ -131,7 +131,7 @@ def check_host(memory: int, dirs) -> None:
     avail = meminfo_kb("MemAvailable")
     if avail is not None and memory > avail * 1024:
         raise InputError(f"not enough memory: the guest's {memory >> 20} MiB exceed this machine's "
-                         f"{avail >> 10} MiB available (--memory)")
+                         f"{avail >> 10} MiB available ({mem_flag})")
 
 
 def meminfo_kb(key: str) -> int | None:
@@ -277,16 +277,17 @@ def make_disk(files, image: str, slack: float = 1.1) -> int:
 
 def run(argv, *, memory: str = DEFAULT_MEMORY, cpus: int = 2, rwdirs=(), share_cwd: bool = True,
         kernel: str | None = None, lru: str | None = None, timeout: float | None = None,
-        dry_run: bool = False, out=None, err=None, disks=()) -> int:
+        dry_run: bool = False, out=None, err=None, disks=(), mem_flag: str = "--mem") -> int:
     """Boot the kernel, run ARGV in it, return its exit status (124: past TIMEOUT, 130: interrupted).
-    The guest's output goes to OUT and ERR (this process's stdout and stderr)."""
+    The guest's output goes to OUT and ERR (this process's stdout and stderr); mem_flag: the flag the
+    memory came by, for messages."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     if not argv:
         raise InputError("no command: kmemsim vm run -- COMMAND...")
-    mem = parse_size(memory, "--memory")
+    mem = parse_size(memory, mem_flag)
     if mem < 256 << 20:
-        raise InputError(f"--memory {memory}: the guest needs at least 256M")
+        raise InputError(f"{mem_flag} {memory}: the guest needs at least 256M")
     if not 1 <= cpus <= MAX_CPUS:
         raise InputError(f"--cpus {cpus}: expected 1..{MAX_CPUS}")
     if lru is not None and lru not in LRU:
@@ -302,7 +303,7 @@ def run(argv, *, memory: str = DEFAULT_MEMORY, cpus: int = 2, rwdirs=(), share_c
     if dry_run:
         print(shlex.join(args), file=out)
         return 0
-    check_host(mem, dirs + [os.environ.get("TMPDIR", "/tmp")])
+    check_host(mem, dirs + [os.environ.get("TMPDIR", "/tmp")], mem_flag)
     if not os.path.isfile(os.path.join(k.headers, "Makefile")):
         print(f"kmemsim vm: no headers at {k.headers}: the recorder cannot compile its probes in the guest "
               "(apt-get install linux-headers-amd64)", file=err)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from ..core.atomic import atomic_write
+from ..core import progress as progress_bars
 from ..core.errors import InputError
 from ..core.units import PAGE_SIZE, parse_size
 from ..core import trace
@@ -151,13 +151,13 @@ def load_workload(path, overrides=(), kv_manager=None, **model_kw) -> Workload:
 def parse_policies(spec) -> list[str]:
     pols = [p.strip() for p in (spec.split(",") if isinstance(spec, str) else spec) if p.strip()]
     if not pols:
-        raise InputError("--policies: no policy given")
+        raise InputError("--policy: no policy given")
     known = POLICIES
     bad = [p for p in pols if p not in known]
     if bad:
-        raise InputError(f"--policies: unknown {', '.join(bad)}; known: {', '.join(known)}")
+        raise InputError(f"--policy: unknown {', '.join(bad)}; known: {', '.join(known)}")
     if len(set(pols)) != len(pols):
-        raise InputError("--policies: a policy is listed twice")
+        raise InputError("--policy: a policy is listed twice")
     return pols
 
 
@@ -193,7 +193,7 @@ def run(wl: Workload, policies, dev, cfg: dict, progress=True) -> Comparison:
     it = policies
     bar = None
     if progress:
-        bar = tqdm(policies, desc="compare", unit="policy", leave=False, disable=None)
+        bar = progress_bars.bar(policies, desc="compare", unit="policy")
         it = bar
     for pol in it:
         if bar is not None:

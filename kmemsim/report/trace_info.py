@@ -37,11 +37,13 @@ def info(tr: Trace) -> dict:
     mm = np.flatnonzero(op == Op.MMAP)
     map_info = {}
     for i in mm:
-        fl = int(c["flags"][i])
+        fl, fid = int(c["flags"][i]), int(c["arg"][i])
         map_info[int(c["map"][i])] = {
             "id": int(c["map"][i]), "name": maps.get(int(c["map"][i]), ""), "pid": int(c["pid"][i]),
-            "pages": int(c["npages"][i]), "file": int(c["arg"][i]),
-            "flags": "|".join(f.name for f in MapFlag if fl & f) or "PRIVATE", "class": PageClass((fl >> CLASS_SHIFT) & 0xFF).name,
+            "pages": int(c["npages"][i]), "file": fid,
+            "flags": "|".join(f.name for f in MapFlag if fl & f) or "PRIVATE",
+            # a content class is an anonymous page's (zram compressibility); a file's pages are the file's
+            "class": "FILE" if fid >= 0 else PageClass((fl >> CLASS_SHIFT) & 0xFF).name,
             "weights": bool(fl & MapFlag.WEIGHTS)}
     weight_maps = np.array([m for m, v in map_info.items() if v["weights"]], np.int64)
     ph = _phase_of_rows(tr)
@@ -115,17 +117,19 @@ def _mib(x):
 
 
 def format_text(d: dict, max_phases=12) -> str:
-    out = [f"rows {d['rows']:,}   duration {d['duration_ns'] / 1e9:.3f} s   "
+    files = {f["id"]: f["path"] for f in d.get("files", [])}
+    out = [f"{d['rows']:,} events   duration {d['duration_ns'] / 1e9:.3f} s (trace time)   "
            f"read {_mib(d['read_bytes'])}   written {_mib(d['write_bytes'])}",
-           f"prefill tokens {d['prefill_tokens']}   decode tokens {d['decode_tokens']}   "
+           f"prefill {d['prefill_tokens']:,} tokens   decode {d['decode_tokens']:,} tokens   "
            f"weight bytes per decode token {_mib(d['weight_bytes_per_decode_token'])}",
            "processes:"]
-    out += [f"  {p['pid']}  {p['name']}" for p in d["processes"]]
+    out += [f"  pid {p['pid']}  {p['name']}" for p in d["processes"]]
     out.append("mappings:")
     for m in d["mappings"]:
         out.append(f"  [{m['id']}] pid {m['pid']} {m['name']}: {m['pages']:,} pages "
-                   f"({_mib(m['pages'] * PAGE_SIZE)}), {m['class']}, {m['flags']}, "
-                   f"touched {m['distinct_pages_touched']:,} distinct pages")
+                   f"({_mib(m['pages'] * PAGE_SIZE)}), "
+                   + (f"file {files.get(m['file'], m['file'])}" if m["file"] >= 0 else f"anonymous {m['class']}")
+                   + f", {m['flags']}; touched {m['distinct_pages_touched']:,} pages (distinct)")
     out.append("phases (read / written):")
     items = list(d["phases"].items())
     shown = items if len(items) <= max_phases else items[:max_phases // 2] + [("...", None)] + \

@@ -16,8 +16,8 @@ import tempfile
 import time
 
 import pandas as pd
-from tqdm import tqdm
 
+from ..core import progress as progress_bars
 from ..core.atomic import atomic_write
 from ..core.errors import InputError
 from .runner import SERIAL, Runner, check_scheduler
@@ -89,7 +89,7 @@ def run(mod, out, quick=False, overrides=(), scheduler=None, workers=None, progr
                     for i, c in enumerate(cs)]
             order = {f: i for i, f in enumerate(futs)}
             parts = [None] * len(futs)
-            for f in tqdm(runner.as_completed(futs), total=len(futs), unit="cell", desc=name, disable=None):
+            for f in progress_bars.bar(runner.as_completed(futs), total=len(futs), unit="cell", desc=name):
                 try:
                     parts[order[f]] = f.result()
                 except BaseException:

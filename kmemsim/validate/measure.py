@@ -3,7 +3,9 @@ prediction of a reference run: the interpreter and llama-cpp-python before any m
 (engine_baseline), what llama.cpp reports for a model without reading a weight (llama_probe), the pages
 the engine touches around each llama_decode call (engine_warm_set, by /proc's referenced bits and a
 ptrace stop at exit), and this machine's device profile (device_profile). Each is cached (per boot,
-model, context) in kmemsim.core.data.cache_dir()."""
+model, context) in kmemsim.core.data.cache_dir(), keyed also on what it depends on beyond the model
+(environment(): llama-cpp-python's version, the kernel, Python), and not cached when other programs
+kept the machine busy while it was measured (Busy)."""
 from __future__ import annotations
 
 import ctypes
@@ -24,6 +26,7 @@ import pandas as pd
 from ..core.atomic import atomic_json, atomic_write
 from ..core.data import DEVICES, cache_dir
 from ..core.errors import InputError
+from ..core.progress import say
 from ..core.units import PAGE_SIZE
 from ..engine.time import device as dev
 from ..live.profile import METHOD
@@ -34,6 +37,83 @@ from .reference import buffers_from_log, child_argv, child_env, child_pythonpath
 
 BASELINE = "engine-baseline.json"        # beside a live run: the engine measured just before it
 PROFILE = "device-profile.toml"          # in DIR: the machine's profile the runs are predicted with
+
+
+def environment() -> dict:
+    """What a cached measurement depends on beyond the model and its context: llama-cpp-python's
+    version (its llama.cpp sizes the buffers and runs the graph), the kernel (what a process's
+    pages and the page cache look like) and Python (the interpreter's own heap and libraries)."""
+    import importlib.metadata
+    import platform
+    try:
+        llama = importlib.metadata.version("llama_cpp_python")
+    except importlib.metadata.PackageNotFoundError:
+        llama = "none"
+    return {"llama_cpp_python": llama, "kernel": os.uname().release, "python": platform.python_version()}
+
+
+def _env_tag() -> str:
+    return hashlib.sha1(json.dumps(environment(), sort_keys=True).encode()).hexdigest()[:10]
+
+
+def baseline_cache_path() -> str:
+    """Where the engine baseline is cached: one per environment()."""
+    return os.path.join(cache_dir(), f"engine-baseline-{_env_tag()}.json")
+
+
+# A measurement taken while other programs kept the CPUs busy is not kept. What they used is the
+# machine's CPU time over the measurement (/proc/stat's cpu line: all but idle and iowait, steal
+# included) less this process's and its children's own (getrusage: the measurement is ours, its
+# children reaped before the check): over BUSY_SHARE of the CPUs' time means the machine was busy.
+# (/proc/pressure/cpu and /proc/loadavg cannot tell: the measurement's own threads wait for the CPUs
+# too, and count as load.)
+BUSY_SHARE = 0.25
+
+
+def _cpu_busy_s():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")      # less idle and iowait
+
+
+def _own_cpu_s():
+    import resource
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+class Busy:
+    """Other programs' CPU use over a measurement: `with Busy() as b: ...` leaves b.reason None when
+    the machine was quiet enough to cache the result, else says why not."""
+
+    def __enter__(self):
+        self.t0, self.c0, self.o0, self.reason = time.monotonic(), _cpu_busy_s(), _own_cpu_s(), None
+        return self
+
+    def __exit__(self, *exc):
+        wall, n = time.monotonic() - self.t0, os.cpu_count() or 1
+        others = (_cpu_busy_s() - self.c0) - (_own_cpu_s() - self.o0)
+        share = others / (wall * n) if wall > 0 else 0.0
+        if share > BUSY_SHARE:
+            self.reason = (f"other programs used {100 * share:.0f}% of the {n} CPUs over the {wall:.1f} s it took "
+                           f"(/proc/stat less this process's own; the limit is {100 * BUSY_SHARE:.0f}%)")
+        return False
+
+
+# what this process measured and whether it kept it, as sentences (predict reports them in its notes)
+MEASURED: list[str] = []
+
+
+def keep(path, res, busy, what):
+    """Cache measurement `res` at `path` unless the machine was busy while it was taken; say which."""
+    if busy.reason:
+        MEASURED.append(f"{what} measured now, not cached: {busy.reason}")
+        say(f"  not cached: {busy.reason}; the next run measures {what} again")
+        return res
+    atomic_json(path, res)
+    MEASURED.append(f"{what} measured now, cached in {path}")
+    say(f"  cached in {path}")
+    return res
 
 
 def boot_profile_path() -> str:
@@ -91,7 +171,7 @@ def engine_baseline(refresh=False) -> dict:
     process maps (`library_rss`, `library_own`). What the child reads itself depends on what this
     process keeps mapped (its own interpreter, the modules it has imported), so `validate` measures
     it again beside each live run (`refresh`)."""
-    path = os.path.join(cache_dir(), BASELINE)
+    path = baseline_cache_path()
     if os.path.exists(path) and not refresh:
         with open(path) as f:
             res = json.load(f)
@@ -100,7 +180,8 @@ def engine_baseline(refresh=False) -> dict:
         if ("library_own" in res and "kmem_bytes" in res) or os.geteuid() != 0:
             return res
     require_root()
-    with tempfile.TemporaryDirectory(prefix="kmemsim-baseline-") as d:
+    say("measuring the engine before any model (the interpreter importing llama_cpp, under the recorder)")
+    with Busy() as busy, tempfile.TemporaryDirectory(prefix="kmemsim-baseline-") as d:
         script = child_script(d)
         out = os.path.join(d, "baseline.json")
         with child_pythonpath_removed():
@@ -141,24 +222,26 @@ def engine_baseline(refresh=False) -> dict:
                "rss_file_bytes": int(child["status"]["RssFile"]),
                # kernel memory charged to the cgroup (page tables, slab: dentries, inodes, ...)
                "kmem_bytes": int(kmem.iloc[i]) if kmem is not None else 0,
-               "python": sys.version.split()[0], "measured": time.time()}
-    atomic_json(path, res)
-    return res
+               "python": sys.version.split()[0], "measured": time.time(), "environment": environment()}
+    return keep(path, res, busy, "the engine")
 
 
-def llama_probe(model, ctx, batch=512, ubatch=512, threads=2) -> dict:
+def llama_probe(model, ctx, batch=512, ubatch=512, threads=2, refresh=False) -> dict:
     """What llama.cpp itself reports for this model and context, without reading a weight: the model
     loaded with no_alloc (metadata, vocab; buffers simulated) and Llama() built as in the reference
     run. Returns the logged buffer sizes and the process's RssAnon after Llama() (interpreter +
     libraries + llama.cpp's vocab/metadata heap + llama-cpp-python's objects). Cached per model file
     (path, size, mtime) and context."""
     st = os.stat(model)
-    key = f"{os.path.realpath(model)}|{st.st_size}|{int(st.st_mtime)}|{ctx}|{batch}|{ubatch}|{threads}"
+    key = (f"{os.path.realpath(model)}|{st.st_size}|{int(st.st_mtime)}|{ctx}|{batch}|{ubatch}|{threads}|"
+           + json.dumps(environment(), sort_keys=True))
     path = os.path.join(cache_dir(), "probe-" + hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
-    if os.path.exists(path):
+    if os.path.exists(path) and not refresh:
         with open(path) as f:
             return json.load(f)
-    with tempfile.TemporaryDirectory(prefix="kmemsim-probe-") as d:
+    say(f"measuring llama.cpp's buffers and heap for {os.path.basename(model)} at n_ctx {ctx:,} "
+        "(Llama() with no_alloc in a child process: no weight is read)")
+    with Busy() as busy, tempfile.TemporaryDirectory(prefix="kmemsim-probe-") as d:
         script = child_script(d)
         out = os.path.join(d, "probe.json")
         p = subprocess.run(child_argv(script, "probe", out, model, 1, 0, ctx, batch, ubatch, threads),
@@ -172,8 +255,7 @@ def llama_probe(model, ctx, batch=512, ubatch=512, threads=2) -> dict:
         raise InputError(f"llama.cpp could not create a context for {model}: {r.get('error')}")
     res = {"key": key, "buffers": buffers_from_log(r["log"]), "anon_bytes": r["status_after"]["RssAnon"],
            "anon_before_bytes": r["status_before"]["RssAnon"], "rss_file_bytes": r["status_after"]["RssFile"]}
-    atomic_json(path, res)
-    return res
+    return keep(path, res, busy, "llama.cpp's buffers")
 
 
 _VMA = re.compile(r"^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ (\d+)\s*(.*)$")
@@ -261,7 +343,7 @@ def warm_steps(decode) -> int:
     return max(5, min(int(decode), 32))
 
 
-def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=5) -> dict:
+def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=5, refresh=False) -> dict:
     """The pages the engine touches around each llama_decode call: the reference run without a limit
     (child mode "warm"), the referenced bits cleared (/proc/PID/clear_refs) before the prompt and
     before each decode step and read (/proc/PID/smaps) after it, by this process while the child waits;
@@ -284,11 +366,15 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
     `rss_anon_before`). Cached per model file, prompt and context."""
     st = os.stat(model)
     key = (f"{os.path.realpath(model)}|{st.st_size}|{int(st.st_mtime)}|{prompt}|{ctx}|{batch}|{ubatch}|"
-           f"{threads}|{steps}|call|growth|load|context|own|teardown|loadgrowth|ctx")
+           f"{threads}|{steps}|call|growth|load|context|own|teardown|loadgrowth|ctx|"
+           + json.dumps(environment(), sort_keys=True))
     path = os.path.join(cache_dir(), "warm-" + hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
-    if os.path.exists(path):
+    if os.path.exists(path) and not refresh:
         with open(path) as f:
             return json.load(f)
+    say(f"measuring the pages the engine touches per llama_decode call: {os.path.basename(model)} run "
+        f"unlimited for {prompt:,} prompt tokens and {steps} decode steps, its referenced bits read from /proc")
+    busy = Busy().__enter__()
     windows = []                      # (mark opening it, mark closing it, decode step, referenced pages)
     anon_at = []                      # (mark, the child's RssAnon in bytes when it stopped there)
     with tempfile.TemporaryDirectory(prefix="kmemsim-warm-") as d:
@@ -353,8 +439,8 @@ def engine_warm_set(model, prompt, ctx, batch=512, ubatch=512, threads=2, steps=
            # Py_FinalizeEx and the destructors walk (llama.cpp's buffers are unmapped untouched)
            "teardown": teardown,
            "steps": [dict(r, window=f"{a}-{b}") for a, b, _, r in windows[3:]]}
-    atomic_json(path, res)
-    return res
+    busy.__exit__(None, None, None)
+    return keep(path, res, busy, "the warm set")
 
 
 

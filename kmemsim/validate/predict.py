@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import os
 
-from ..core.data import cache_dir
 from ..core.errors import InputError
+from ..core.progress import bar
 from ..core.trace import MapFlag, Op, PageClass, TraceBuilder
 from ..core.units import PAGE_SIZE, pages as _pages, parse_size, spread
 from ..engine.kernel import Config, Emulator
 from ..engine.time import serial as timing
 from ..workload import llama as lw
 from .child import reference_prompt
-from .measure import BASELINE, engine_baseline, engine_warm_set, llama_probe, this_machine, warm_steps
+from . import measure
+from .measure import baseline_cache_path, engine_baseline, engine_warm_set, llama_probe, this_machine, warm_steps
 from .reference import METRICS  # noqa: F401  (the keys predict returns)
 
 PID = 1000
@@ -223,7 +224,7 @@ def stats_age_ms(memcg_interval):
 def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, threads=2, zram="lz4:4G",
             swappiness=60, policy="stock", engine=None, probe=None, warm=None, keep_result=False,
             stats_flush_ms=0.0, device=None, recorded=False, stats_flush_phase_ms=0.0, kv_manager=None,
-            kernel=None) -> dict:
+            kernel=None, refresh=False) -> dict:
     """Predicted metrics of the reference run (keys as in METRICS) plus the configuration.
     stats_flush_ms: how stale the memcg statistics reclaim reads are (Config.stats_flush_ms): 0 reads
     them as they are; FLUSH_TIME_MS as the kernel alone leaves them (`kmemsim predict`'s default).
@@ -232,7 +233,8 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     recorded: reclaim at the cost a run under kmemsim's recorder pays (Device.task_costs), as
     validate's recorded reference runs ran; else as the device runs unobserved.
     kernel: Config settings of the kernel the run is predicted on (validate.reference.run_kernel:
-    its LRU, readahead and release); None: Config's, this machine's."""
+    its LRU, readahead and release); None: Config's, this machine's. refresh: measure llama.cpp's
+    buffers and the engine's warm set again rather than read them from the cache."""
     if not os.path.isfile(model):
         raise InputError(f"model {model!r}: no such file")
     limit = parse_size(mem_limit, "--mem-limit") if not isinstance(mem_limit, int) else mem_limit
@@ -241,18 +243,26 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
         if int(v) <= 0:
             raise InputError(f"{k} must be positive (got {v})")
     notes = []
+    measure.MEASURED.clear()
+    steps = bar(total=5, desc="predict", unit="step")
+    steps.set_postfix_str("the engine's footprint")
     if engine is None:
-        path = os.path.join(cache_dir(), BASELINE)
-        if os.path.exists(path) or os.geteuid() == 0:
+        if os.path.exists(baseline_cache_path()) or os.geteuid() == 0:
             engine = engine_baseline()
+    steps.update()
+    steps.set_postfix_str("llama.cpp's buffers")
     if probe is None:
-        probe = llama_probe(model, ctx, batch, ubatch, threads)
+        probe = llama_probe(model, ctx, batch, ubatch, threads, refresh=refresh)
+    steps.update()
+    steps.set_postfix_str("the warm set")
     if warm is None and engine:
-        warm = engine_warm_set(model, prompt, ctx, batch, ubatch, threads, warm_steps(decode))
+        warm = engine_warm_set(model, prompt, ctx, batch, ubatch, threads, warm_steps(decode), refresh=refresh)
     # this machine's profile gives the emulator's clock (llama.cpp's compute between the trace's
     # events, storage time, the task's own reclaim and swap-in time) and the times reported; without
     # one, the default device's compute times the trace, reads complete at once and no time is given
     prof = device if device is not None else this_machine()
+    steps.update()
+    steps.set_postfix_str("the trace")
     tr, sess, n = build_trace(model, prompt, decode, ctx, batch, ubatch, threads, engine, probe, warm,
                               prof.time_model() if prof is not None else None, kv_manager)
     notes += n
@@ -264,7 +274,11 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     # the counts are those of the trace itself) gives both the metrics and the per-phase counts
     # the time model needs
     tr2, occ = timing.split_phases(tr)
+    steps.update()
+    steps.set_postfix_str("the replay")
     r = Emulator(cfg).replay(tr2)
+    steps.update()
+    steps.close()
     s = r.summary
     mpath = sess.L.path or ""
     row = r.files[r.files["path"] == mpath]
@@ -305,7 +319,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
                      "device": prof.path if prof is not None else None,
                      "reclaim_costs": "recorded" if recorded else "unrecorded",
                      "kernel": dict(kernel or {})}
-    out["notes"] = notes
+    out["notes"] = notes + measure.MEASURED
     if keep_result:
         out["_result"] = r
         out["_trace"] = tr

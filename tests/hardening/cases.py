@@ -334,12 +334,12 @@ def cases() -> list[Case]:
             ("zram-huge", "--mem 1T --zram zstd:16T", "more than 4.0 TiB"),
             ("zram-zero", "--mem 1G --zram lz4:0", "is zero"),
             ("zram-inf", "--mem 1G --zram lz4:inf", "cannot read 'inf'"),
-            ("zram-algo", "--mem 1G --zram foo:1G", "ALGO one of lzo-rle, lzo, lz4, zstd"),
+            ("zram-algo", "--mem 1G --zram foo:1G", "unknown compressor 'foo'; known: lzo-rle, lzo, lz4, zstd"),
             ("zram-form", "--mem 1G --zram lz4", "expected ALGO:SIZE"),
             ("zram-noalgo", "--mem 1G --zram :1G", "expected ALGO:SIZE"),
             ("swappiness-high", "--mem 1G --swappiness 201", "--swappiness"),
             ("swappiness-nan", "--mem 1G --swappiness nan", "'nan' is not a valid integer"),
-            ("policy", "--mem 1G --policy nope", "--policy: unknown policy 'nope'"),
+            ("policy", "--mem 1G --policy nope", "'--policy': 'nope' is not one of 'stock'"),
             ("no-mem", "", "give the memory to emulate")]:
         add("replay-" + id, (rp + opt).split(), expect, proc=id in ("zram-2e64", "mem-huge", "zram-huge"))
 
@@ -366,7 +366,7 @@ def cases() -> list[Case]:
             ("routing-junk", "--moe-routing zipf:abc", "--moe-routing 'zipf:abc'", False),
             ("routing-nan", "--moe-routing zipf:nan", "--moe-routing 'zipf:nan'", False),
             ("routing-name", "--moe-routing hot", "--moe-routing 'hot'", False),
-            ("kv-manager", "--kv-manager nope", "'--kv-manager': unknown KV manager", False),
+            ("kv-manager", "--kv-manager nope", "'--kv-manager': 'nope' is not 'llamacpp'", False),
             ("kv-q8-nofa", "--kv-type q8_0 --no-flash-attn", "needs flash attention", False),
             ("prompt-over-ctx", "--prompt 100", "longer than the context", False),
             ("device-name", "--device nope", "unknown device 'nope'", False),
@@ -374,11 +374,11 @@ def cases() -> list[Case]:
             ("device-toml", "--device {d}/device.toml", "not valid TOML", False)]:
         add("llama-" + id, (wlo + opt).split(), expect, proc)
     lay = "workload llama --prompt 4 --decode 1 --ctx 64 -o {out}/t.parquet --layout-only "
-    add("layout-preset", lay + "GPT-9", "unknown preset 'GPT-9'")
+    add("layout-preset", lay + "GPT-9", "'--layout-only': 'GPT-9' is not one of 'Qwen3-0.6B'")
     add("layout-layers0", lay + "Qwen3-0.6B --layers 0", "--layers 0: must be a positive whole number")
     add("layout-layers-huge", lay + "Qwen3-0.6B --layers 100000", "n_layer (--layers) 100,000 is outside 0..1,024")
     add("layout-nothing", "workload llama --prompt 4 --decode 1 --ctx 64 -o {out}/t.parquet",
-        "give MODEL.gguf or --layout-only PRESET")
+        "give MODEL.gguf or --preset NAME")
 
     # --- model synth --------------------------------------------------------------------------
     sy = "model synth {out}/m.gguf "
@@ -393,10 +393,10 @@ def cases() -> list[Case]:
             ("vocab-small", "--layers 1 --dim 64 --ffn 128 --heads 2 --vocab 10", "--vocab must be at least", False),
             ("vocab-huge", "--layers 1 --dim 64 --ffn 128 --heads 2 --vocab 100000000", "n_vocab (--vocab) 100,000,000", False),
             ("layers-huge", "--preset Qwen3-0.6B --layers 100000", "n_layer (--layers) 100,000 is outside", False),
-            ("preset", "--preset GPT-9", "unknown preset 'GPT-9'", False),
+            ("preset", "--preset GPT-9", "'--preset': 'GPT-9' is not one of 'Qwen3-0.6B'", False),
             ("experts", "--preset Mixtral-8x7B --layers 1 --experts 2 --experts-used 5", "--experts-used must be in 1..2", False),
             ("seed", "--preset Qwen3-0.6B --layers 1 --seed -1", "--seed -1: must be at least 0", False),
-            ("disk", "--preset Mixtral-8x7B --type f16 --layers 1024", "bytes free there", True)]:
+            ("disk", "--preset Mixtral-8x7B --type f16 --layers 1024", "TiB, more than the", True)]:
         add("synth-" + id, (sy + opt).split(), expect, proc)
 
     # --- a trace that asks too much, and traces that lie ---------------------------------------
@@ -578,10 +578,10 @@ def cases() -> list[Case]:
             ("paths-many", "--paths 100", "--paths 100: must be at most 64"),
             ("prompt-zero", "--prompt 0", "--prompt 0: must be at least 1"),
             ("decode-zero", "--decode 0", "--decode 0: must be at least 1"),
-            ("swappiness", "--swappiness 300", "--swappiness 300: expected 0..200"),
-            ("policies", "--policies nope", "--policies: unknown nope"),
+            ("swappiness", "--swappiness 300", "'--swappiness': 300 is not in the range 0<=x<=200"),
+            ("policies", "--policies nope", "'--policies': 'nope' is not one of"),
             ("policies-twice", "--policies stock,stock", "listed twice"),
-            ("zram-algo", "--zram foo:1G", "ALGO one of"),
+            ("zram-algo", "--zram foo:1G", "--zram 'foo:1G': unknown compressor 'foo'"),
             ("device", "--device nope", "unknown device 'nope'"),
             ("policy-param", "--policy-param 99999999999", "--policy-param 99999999999: must be at most")]:
         add("compare-" + id, cmp + opt, expect)
@@ -595,8 +595,8 @@ def cases() -> list[Case]:
     add("demo-mem-junk", "demo --mem lots", "--mem: cannot read 'lots' as a size")
     add("demo-scenario-fifo", "demo --scenario {d}/fifo.toml", "--scenario {d}/fifo.toml: is a FIFO", True)
     add("demo-scenario-dir", "demo --scenario {d}/dir.toml", "is a directory")
-    add("demo-zram", "demo --zram foo:1G", "ALGO one of")
-    add("demo-policies", "demo --policies nope", "--policies: unknown nope")
+    add("demo-zram", "demo --zram foo:1G", "--zram 'foo:1G': unknown compressor 'foo'")
+    add("demo-policies", "demo --policies nope", "'--policies': 'nope' is not one of")
     add("experiment-name", "experiment nope -o {out}/x", "unknown experiment 'nope'")
     add("experiment-set", "experiment mzcache-ttft --set nope -o {out}/x", "--set 'nope': expected KEY=VALUE")
     add("experiment-no-out", "experiment mzcache-ttft", "give -o DIR")
@@ -613,7 +613,7 @@ def cases() -> list[Case]:
             ("limit-huge-pct", "--mem-limit 1e300%", "more memory than a machine can have"),
             ("limit-junk", "--mem-limit abc%", "expected a percent like 60%"),
             ("limit-huge", "--mem-limit 99999999999T", "is more than 64T"),
-            ("limit-two", "--mem-limit 1G,2G", "give one limit"),
+            ("limit-two", "--mem-limit 1G,2G", "--mem-limit '1G,2G': give one limit"),
             ("flush-neg", "--mem-limit 1G --stats-flush-ms -1", "--stats-flush-ms -1: must be at least 0"),
             ("flush-nan", "--mem-limit 1G --stats-flush-ms nan", "--stats-flush-ms nan: expected a finite number"),
             ("phase-nan", "--mem-limit 1G --stats-flush-phase-ms nan", "--stats-flush-phase-ms nan: expected a finite"),
@@ -624,12 +624,12 @@ def cases() -> list[Case]:
             ("prompt-zero", "--mem-limit 1G --prompt 0", "--prompt 0: must be at least 1"),
             ("prompt-huge", "--mem-limit 1G --prompt 100000000", "must be at most 16,777,216"),
             ("decode-neg", "--mem-limit 1G --decode -1", "--decode -1: must be at least 0"),
-            ("zram-algo", "--mem-limit 1G --zram foo:1G", "--zram 'foo:1G': expected ALGO:SIZE"),
+            ("zram-algo", "--mem-limit 1G --zram foo:1G", "--zram 'foo:1G': unknown compressor 'foo'"),
             ("zram-zero", "--mem-limit 1G --zram lz4:0", "is zero"),
-            ("policy", "--mem-limit 1G --policy nope", "--policy 'nope': unknown"),
-            ("swappiness", "--mem-limit 1G --swappiness 999", "--swappiness 999: expected 0..200"),
+            ("policy", "--mem-limit 1G --policy nope", "'--policy': 'nope' is not one of"),
+            ("swappiness", "--mem-limit 1G --swappiness 999", "'--swappiness': 999 is not in the range 0<=x<=200"),
             ("batch-zero", "--mem-limit 1G --batch 0", "--batch 0: must be at least 1"),
-            ("kv-manager", "--mem-limit 1G --kv-manager nope", "unknown KV manager")]:
+            ("kv-manager", "--mem-limit 1G --kv-manager nope", "'nope' is not 'llamacpp'")]:
         add("predict-" + id, pr + opt, expect)
     add("predict-missing", "predict {d}/missing.gguf --prompt 4 --decode 1 --ctx 64 --mem-limit 1G", "no such file")
 
@@ -646,7 +646,7 @@ def cases() -> list[Case]:
             ("interval-inf", "--interval inf", "--interval inf: expected a finite number"),
             ("memcg-neg", "--memcg-interval -1", "--memcg-interval -1: must be at least 0"),
             ("smaps-nan", "--smaps-interval nan", "--smaps-interval nan: expected a finite number"),
-            ("swappiness", "--swappiness 300", "--swappiness 300: expected 0..200")]:
+            ("swappiness", "--swappiness 300", "'--swappiness': 300 is not in the range 0<=x<=200")]:
         add("run-" + id, run % opt, expect, True)
     add("run-out-empty", ["run", "-o", "", "--", "true"], "-o: empty path; give a directory", True)
     add("run-out-proc", "run -o /proc/kmemsim-rd -- true", "cannot write in /proc", True)
