@@ -73,7 +73,8 @@ def test_libcachesim_lru_misses_as_kmemsim_replay_lru(llama):
     for pages in sizes:
         n, misses = libcachesim_lru(path, pages * 4096)
         out = json.loads(cli("replay", llama / "llama.parquet", "--policy", "lru", "--mem", pages * 4096, "--json"))
-        assert (out["accesses"], out["misses"]) == (n, misses), pages
+        c = out["counters"]
+        assert (c["accesses_pages"], c["misses_pages"]) == (n, misses), pages
         seen.add(misses)
     assert min(seen) == distinct and len(seen) >= 5        # the sizes span cold misses only to thrashing
 
@@ -83,7 +84,8 @@ def test_csv_export_replays_the_same(llama):
     pages = 300
     a = json.loads(cli("replay", llama / "llama.csv", "--policy", "lru", "--mem", pages * 4096, "--json"))
     b = json.loads(cli("replay", llama / "llama.parquet", "--policy", "lru", "--mem", pages * 4096, "--json"))
-    assert (a["accesses"], a["misses"]) == (b["accesses"], b["misses"])
+    ca, cb = a["counters"], b["counters"]
+    assert (ca["accesses_pages"], ca["misses_pages"]) == (cb["accesses_pages"], cb["misses_pages"])
 
 
 @pytest.mark.parametrize("args,msg", [

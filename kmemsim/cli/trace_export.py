@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from ..core.paths import input_file, output_file
+from . import options
 
 
 @click.command("export")
@@ -14,12 +15,13 @@ from ..core.paths import input_file, output_file
 @click.option("--format", "fmt", type=click.Choice(["oracleGeneral", "csv"]), default="oracleGeneral",
               show_default=True, help="oracleGeneral: libCacheSim's 24-byte binary records (clock time in "
                                       "seconds, object id, size 4096, next access); csv: one object id a line")
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="the libCacheSim trace to write")
+@options.out(help="the libCacheSim trace to write")
 def trace_export(trace_path, fmt, out):
     """Write TRACE (kmemsim Parquet) as a libCacheSim trace: one request per page referenced.
 
     \b
-    Example:
+    Example (a 4-layer model from `kmemsim model synth`, its llama.cpp trace, then the export):
+      kmemsim model synth model.gguf --preset Qwen3-0.6B --layers 4 --type q4_0
       kmemsim workload llama model.gguf --prompt 64 --decode 8 --ctx 512 -o llama.parquet
       kmemsim trace export llama.parquet --format oracleGeneral -o llama.oracleGeneral
     """

@@ -37,8 +37,8 @@ def lines(cmp) -> list[str]:
         summ = runs[pol].summary
         out.append(f"{pol} vs stock: memory peak {_pct(r['peak_memory_bytes'], s['peak_memory_bytes'])}, "
                    f"mean {_pct(r['mean_memory_bytes'], s['mean_memory_bytes'])}; storage reads "
-                   f"{r['storage_read_bytes'] / MiB:,.0f} vs {s['storage_read_bytes'] / MiB:,.0f} MiB; "
-                   f"TTFT {r['ttft_s'] * 1e3:,.1f} vs {s['ttft_s'] * 1e3:,.1f} ms")
+                   f"{r['storage_read_bytes'] / MiB:,.0f} MiB vs {s['storage_read_bytes'] / MiB:,.0f} MiB; "
+                   f"TTFT {r['ttft_s'] * 1e3:,.1f} ms vs {s['ttft_s'] * 1e3:,.1f} ms")
         twin = next((q for q in rows if q != pol and list(rows).index(q) < list(rows).index(pol)
                      and _same(rows[q], r)), None)
         has_is, has_dw = pol in ("is", "is-tail", "is+dw"), pol in ("dw", "is+dw")
