@@ -20,13 +20,14 @@ import numpy as np
 from ...core.errors import InputError
 from ...core.limits import (MAX_PID, MAX_REQUESTS, MAX_SEQS, MAX_TOKENS, check_events, check_int)
 from ...core.trace import Advice, MapFlag, Op, PageClass, Trace, TraceBuilder
-from ...core.units import PAGE_SIZE as P, pad, page_span, page_runs, pages
+from ...core.units import PAGE_SIZE as P, pad, page_span, pages
 from ...engine import managers
 from ...engine.time import device
 from ...engine.time.compute import TimeCursor
 from ..gguf_layout import layout_of
 from . import buffers
 from .buffers import LOAD_MODES, REPACK_TYPES, host_cpu_features
+from . import experts
 from .events import Events
 from .graph import (estimate_events, get_rows_order, graph_order, is_matmul_weight, macs_per_row,
                     mul_mat_chunk_pages, output_rows_only, split_prompt)
@@ -70,8 +71,12 @@ class LlamaSession:
             raise InputError("--seqs must be positive")
         if kv_type not in managers.KV_TYPES:
             raise InputError(f"--kv-type {kv_type!r}: choose one of {', '.join(managers.KV_TYPES)}")
-        if load_mode not in LOAD_MODES:
-            raise InputError(f"--load-mode {load_mode!r}: choose one of {', '.join(LOAD_MODES)}")
+        self.moe_mode = None                 # an MoE load mode: (strategy class, its number)
+        if experts.is_moe_mode(load_mode):
+            self.moe_mode = experts.parse(load_mode, self.hp)
+        elif load_mode not in LOAD_MODES:
+            raise InputError(f"--load-mode {load_mode!r}: choose one of {', '.join(LOAD_MODES)}, or for an MoE "
+                             f"model {', '.join(experts.MOE_MODES)}")
         self.seqs = int(seqs)
         # llama_context::llama_context: n_ctx padded to 256; per-stream size n_ctx_seq (kv_unified=false)
         self.n_ctx = pad(int(ctx), 256)
@@ -92,7 +97,7 @@ class LlamaSession:
         self.flash_attn = bool(flash_attn)
         self.v_trans = not self.flash_attn
         self.load_mode = load_mode
-        self.use_mmap = load_mode in ("mmap", "mmap+mlock")
+        self.use_mmap = load_mode in ("mmap", "mmap+mlock") or self.moe_mode is not None
         self.mlock = load_mode in ("mmap+mlock", "mlock")
         self.prefetch = bool(prefetch) and self.use_mmap
         cpu = host_cpu_features() if repack == "auto" else ("none" if repack in (False, "none", "off")
@@ -107,6 +112,10 @@ class LlamaSession:
         self.kv = None                                                     # and the context's, once created
         self.router = Router(moe_routing, self.hp, self.rng)
         self.order = graph_order(self.L)
+        # how the experts are paged (experts.py); mmap on an MoE model is the page-cache strategy
+        if self.moe_mode is None and self.hp.get("n_expert"):
+            self.moe_mode = (experts.PageCache, None)
+        self.moe = None
         self.orders = None     # per-ubatch graph orders (an iterator) that replace `order` in turn (cb_eval's)
         self.t = 0
         self.loaded = False
@@ -149,6 +158,8 @@ class LlamaSession:
         if self.host_touch:                      # the loader's code (gguf, vocabulary, hparams)
             self.host_touch.load_code(t)
         self._plan_buffers()
+        if self.moe_mode is not None:
+            self.moe = self.moe_mode[0](self, self.moe_mode[1])
         fpages = L.file_pages
         self.fid = b.file(L.path or f"<layout:{L.name}>", fpages)
         self.m_file = self.m_repack = self.m_cpu = -1
@@ -177,10 +188,14 @@ class LlamaSession:
             # llama.cpp itself; prefetch=False models a build/patch without it (e.g. llama.rn on Android).
             self.events.event(t, Op.FADVISE, -1, 0, fpages, int(Advice.SEQUENTIAL), self.fid)
             flags = MapFlag.SHARED | MapFlag.READ | MapFlag.WEIGHTS
-            if self.prefetch:
+            lazy = self.moe is not None and not self.moe.populate   # an MoE mode that prefetches by itself
+            if self.prefetch and not lazy:
                 flags |= MapFlag.POPULATE
             self.m_file = self.events.mmap(t, "weights (mmap)", fpages, file=self.fid, flags=flags)
-            if self.prefetch:
+            if self.prefetch and lazy:
+                self.moe.load_prefetch(t)
+                t += int(L.file_size * self.tm.ns_per_load_byte)
+            elif self.prefetch:
                 # The MMAP event's POPULATE flag is the populate (mm_populate() inside mmap(2), see
                 # c_ext/mmap.c); madvise(WILLNEED) comes after it returns.
                 self.events.event(t, Op.MADVISE, self.m_file, 0, fpages, int(Advice.WILLNEED))
@@ -227,6 +242,8 @@ class LlamaSession:
             a_start, a_stop = -(-last // P), L.file_size // P
             if used and a_start < a_stop:
                 self.events.event(t, Op.MUNMAP, self.m_file, a_start, a_stop - a_start)
+        if self.moe is not None:
+            self.moe.loaded(t)
         self._create_context(t)
         self.t = t
         self.loaded = True
@@ -299,18 +316,19 @@ class LlamaSession:
                 tm_.adv(tt.n_bytes, n_rows * macs_per_row(kind, tt, hp))
                 il = int(name.split(".")[1])
                 self._experts = self.router.route(il, n_tok)
+                self.moe.routed(int(tm_.t), il, self._experts, self.router.last)
+                self._exps_j = 0
             elif kind == "exps":
                 tt = self.L.tensor(name)
-                where, base = self.where[name]
-                X = self.hp["n_expert"]
-                sl = tt.n_bytes // X
                 ex = self._experts
-                a, n = page_runs(base + ex * sl, base + (ex + 1) * sl)
-                self.events.ranges(int(tm_.t), Op.READ, self._map_of(where), a, n)
-                tm_.adv(len(ex) * sl, n_rows * macs_per_row(kind, tt, hp))
+                self.moe.read(int(tm_.t), int(name.split(".")[1]), self._exps_j, tt, ex)
+                self._exps_j += 1
+                tm_.adv(len(ex) * (tt.n_bytes // self.hp["n_expert"]), n_rows * macs_per_row(kind, tt, hp))
             elif kind == "kv":
                 self.kv.update(int(tm_.t), name, pos0, len(tokens), n_kv, streams)
             node_times.append(int(tm_.t))
+        if self.moe is not None:
+            self.moe.step_done(int(tm_.t), n_tok)
         # logits copied out of the compute buffer, then sampled
         ob = 4 * hp["n_vocab"] * n_out
         self.events.access(int(tm_.t), Op.WRITE, self.m_out, 0, ob)
@@ -383,7 +401,7 @@ class LlamaSession:
         s = LlamaSession(self.L, self.b, pid=self.pid,
                          **{"time_model": self.tm, "kv_manager": self.kv_manager.name, **kw})
         s._plan_buffers()
-        for a in ("fid", "m_file", "m_repack", "m_cpu", "m_read"):
+        for a in ("fid", "m_file", "m_repack", "m_cpu", "m_read", "moe"):
             setattr(s, a, getattr(self, a, -1))
         s.events.anon_maps |= self.events.anon_maps
         s.events.seen = self.events.seen          # one record of what is touched: both sessions add to it
@@ -431,6 +449,7 @@ class LlamaSession:
                 "prefetch": self.prefetch, "seqs": self.seqs, "repack_cpu": self.cpu,
                 "repack_bytes": self.repack_bytes, **self.kv.meta(),
                 "moe_routing": self.router.spec if self.hp.get("n_expert") else None, "pid": self.pid,
+                **(self.moe.meta() if self.moe is not None else {}),
                 "prefill_tokens": self.prefill_tokens, "decode_tokens": self.decode_tokens,
                 "requests": self.n_requests,
                 "macs_per_token": self.step_macs[0], "macs_per_output": self.step_macs[1],
