@@ -45,6 +45,7 @@ class ExpertSlots:
         self.hits = self.misses = 0
         self.bytes = L * self.slots * self.slot_pages * PAGE_SIZE
         self.waves = 0
+        self._pending = []                 # reads queued for the worker pool: (file page, pages, slot page, pages)
 
     def create(self, t):
         """The slabs: one anonymous buffer, allocated at context creation and touched as it fills."""
@@ -55,12 +56,20 @@ class ExpertSlots:
         return (il * self.slots + slot) * self.slot_pages
 
     def _load(self, t, il, e, slot):
-        """pread(O_DIRECT) of expert e's slice of each of the layer's tensors into the slot."""
+        """pread(O_DIRECT) of expert e's slice of each of the layer's tensors into the slot: queued
+        for the PR's I/O worker pool (_wait)."""
         for (off, sl), at, n in zip(self.layers[il], self.part_at, self.part):
             a = (off + e * sl) // PAGE_SIZE
             b = -(-(off + (e + 1) * sl) // PAGE_SIZE)
-            self.events.event(t, Op.DIO_READ, -1, a, b - a, 0, self.fid)
-            self.events.event(t, Op.WRITE, self.map, self._slot_page(il, slot) + at, n)
+            self._pending.append((a, b - a, self._slot_page(il, slot) + at, n))
+
+    def _wait(self, t):
+        """The queued reads in flight together (batched DIO_READs, c_ext/direct_io.c), the last one
+        waiting for them all before the layer's GEMMs; each writes its slot's pages."""
+        for k, (a, n, sp, sn) in enumerate(self._pending):
+            self.events.event(t, Op.DIO_READ, -1, a, n, int(k < len(self._pending) - 1), self.fid)
+            self.events.event(t, Op.WRITE, self.map, sp, sn)
+        self._pending = []
 
     def _fetch(self, t, il, e) -> int:
         lru = self.lru[il]
@@ -87,11 +96,13 @@ class ExpertSlots:
         experts = [int(e) for e in experts]
         if len(experts) <= self.slots:
             self._cur = {e: self._fetch(t, il, e) for e in experts}
+            self._wait(t)
             return False
         self.waves += 1
         for w in range(0, len(experts), self.slots):
             wave = experts[w:w + self.slots]
             slots = [self._fetch(t, il, e) for e in wave]
+            self._wait(t)
             self._read_slots(t, il, slots)
         self._cur = None
         return True

@@ -123,10 +123,7 @@ class Router:
             if rec["n_expert"] != X or set(rec["experts"]) != set(range(L)):
                 raise InputError(f"--moe-routing {spec}: recorded for {rec['n_expert']} experts and "
                                  f"{len(rec['experts'])} layers, the model has {X} and {L}")
-            self.recorded = rec["experts"]
-            self.cursor = [0] * L
-            counts = np.stack([np.bincount(self.recorded[il].ravel(), minlength=X) for il in range(L)])
-            self.popularity = counts / np.maximum(1, counts.sum(1, keepdims=True))
+            self._replay(rec["experts"])
             return
         self.stick, self.corr = p_["stick"], p_["corr"]
         s = p_["s"]
@@ -142,6 +139,24 @@ class Router:
         self.popularity = np.exp(self.logp)
         self.by_rank = np.stack(perms)                                   # [layer, rank] -> expert
         self.rank = np.argsort(self.by_rank, axis=1)                     # [layer, expert] -> rank
+
+    def _replay(self, experts: dict):
+        self.recorded = experts
+        self.cursor = [0] * self.hp["n_layer"]
+
+    @classmethod
+    def replaying(cls, rows, hp: dict) -> "Router":
+        """A router that replays rows recorded in this process ((layer, [tokens, k]) as
+        cb_eval.record gives them)."""
+        r = cls("uniform", hp, None)
+        by = {}
+        for il, e in rows:
+            by.setdefault(int(il), []).append(np.asarray(e, np.int32))
+        if set(by) != set(range(hp["n_layer"])):
+            raise InputError(f"recorded routing covers layers {sorted(by)[:8]}..., the model has {hp['n_layer']}")
+        r.spec = "recorded (this run)"
+        r._replay({il: np.concatenate(v) for il, v in by.items()})
+        return r
 
     def rows(self, il, n_tok) -> np.ndarray:
         """The n_tok tokens' experts in layer il, [n_tok, k]."""

@@ -50,7 +50,8 @@ class LlamaSession:
     def __init__(self, model, builder: TraceBuilder, pid=1000, name="llama", ctx=4096, batch=512,
                  ubatch=512, kv_type="f16", load_mode="mmap", prefetch=True, seqs=1, flash_attn=None,
                  repack="auto", moe_routing="uniform", seed=0, time_model=None, kv_max_runs=64,
-                 compute_buffer_bytes=None, host: HostSet | None = None, threads=1, kv_manager=None):
+                 compute_buffer_bytes=None, host: HostSet | None = None, threads=1, kv_manager=None,
+                 moe_populate=None):
         self.L = layout_of(model)
         self.threads = max(1, int(threads))   # ggml's threads: how get_rows and the matmuls split
         # the compute buffer's size as llama.cpp reports it ("CPU compute buffer size"), when known;
@@ -116,6 +117,9 @@ class LlamaSession:
         if self.moe_mode is None and self.hp.get("n_expert"):
             self.moe_mode = (experts.PageCache, None)
         self.moe = None
+        # None: the MoE mode's own load; True: the whole file populated at load whatever the mode, as
+        # unmodified llama.cpp 0.3.36 loads under the live check's madvise loader (validate/moe.py)
+        self.moe_populate = moe_populate
         self.orders = None     # per-ubatch graph orders (an iterator) that replace `order` in turn (cb_eval's)
         self.t = 0
         self.loaded = False
@@ -188,7 +192,8 @@ class LlamaSession:
             # llama.cpp itself; prefetch=False models a build/patch without it (e.g. llama.rn on Android).
             self.events.event(t, Op.FADVISE, -1, 0, fpages, int(Advice.SEQUENTIAL), self.fid)
             flags = MapFlag.SHARED | MapFlag.READ | MapFlag.WEIGHTS
-            lazy = self.moe is not None and not self.moe.populate   # an MoE mode that prefetches by itself
+            lazy = self.moe is not None and not (self.moe.populate if self.moe_populate is None
+                                                 else self.moe_populate)   # a mode that prefetches by itself
             if self.prefetch and not lazy:
                 flags |= MapFlag.POPULATE
             self.m_file = self.events.mmap(t, "weights (mmap)", fpages, file=self.fid, flags=flags)
