@@ -320,7 +320,8 @@ class LlamaSession:
                 self.events.access(int(tm_.t), Op.READ, self._map_of(where), base, tt.n_bytes)
                 tm_.adv(tt.n_bytes, n_rows * macs_per_row(kind, tt, hp))
                 il = int(name.split(".")[1])
-                self._experts = self.router.route(il, n_tok)
+                # the tokens routed: the last layer's FFN works on the output rows only (inp_out_ids)
+                self._experts = self.router.route(il, n_rows)
                 self.moe.routed(int(tm_.t), il, self._experts, self.router.last)
                 self._exps_j = 0
             elif kind == "exps":
