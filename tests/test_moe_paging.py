@@ -262,3 +262,31 @@ def test_experiment_skew_out_of_range_writes_nothing(tmp_path):
     r = CliRunner().invoke(main, ["experiment", "moe-paging", "-o", str(out), "--quick", "--set", "skews=12"])
     assert r.exit_code == 2 and "outside 0..10" in r.output
     assert not out.exists() or not any(out.iterdir())
+
+
+# ---- kmemsim compare ----------------------------------------------------------------------------
+
+TINY_MOE = dict(arch="qwen3moe", n_layer=2, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, head_dim=64,
+                n_vocab=1024, n_expert=16, n_expert_used=2, n_ff_exp=128)
+
+
+def test_compare_takes_the_load_modes(tmp_path):
+    from kmemsim.workload.synth import write_model
+    model = str(tmp_path / "moe.gguf")
+    write_model(model, None, "q8_0", progress=False, **TINY_MOE)
+    out = tmp_path / "cmp"
+    r = CliRunner().invoke(main, ["compare", model, "--policies", "stock", "--load-modes",
+                                  "page-cache,willneed,direct:4,pin-hot:4,cold:2", "--memcg-limit", str(64 << 20),
+                                  "--prompt", "8", "--decode", "8", "--ctx", "256", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(out / "summary.csv")
+    assert list(df["policy"]) == ["page-cache", "willneed", "direct:4", "pin-hot:4", "cold:2"]
+    # dense model given an MoE mode, slots above the expert count: one line, exit 2, nothing written
+    dense = str(tmp_path / "dense.gguf")
+    write_model(dense, None, "q8_0", progress=False, **{**TINY_MOE, "arch": "qwen3", "n_expert": 0,
+                                                         "n_expert_used": 0, "n_ff_exp": None})
+    for m, mode, frag in ((dense, "willneed", "the model has no experts"), (model, "direct:17", "at most 16")):
+        o = tmp_path / f"bad-{mode}"
+        r = CliRunner().invoke(main, ["compare", m, "--load-modes", f"page-cache,{mode}", "-o", str(o)])
+        assert r.exit_code == 2 and frag in r.output and len(r.output.strip().splitlines()) == 1, r.output
+        assert not o.exists()

@@ -63,8 +63,8 @@ def parse(mode, hp: dict):
     X, L, k = hp["n_expert"], hp["n_layer"], hp["n_expert_used"]
     hi = {"direct": X, "pin-hot": X * L, "cold": MAX_TOKENS}[kind]
     lo = {"direct": k, "pin-hot": 1, "cold": 1}[kind]
-    why = {"direct": f"a layer has {X} experts and routes {k} per token",
-           "pin-hot": f"the model has {L} layers x {X} experts", "cold": "tokens"}[kind]
+    why = {"direct": f" (a layer has {X} experts and routes {k} per token)",
+           "pin-hot": f" (the model has {L} layers x {X} experts)", "cold": " tokens"}[kind]
     check_int(n, f"--load-mode {kind}:{cls.arg}", lo, hi, why)
     return cls, n
 
