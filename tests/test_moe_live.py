@@ -23,27 +23,26 @@ pytestmark = [pytest.mark.live, pytest.mark.llama]
 PROMPT, DECODE, CTX, FRACTION = 16, 16, 256, 0.5
 
 
-def run_check(tmp_path, model):
-    rows = moe.check(model, PROMPT, DECODE, CTX, FRACTION, str(tmp_path / "runs"))
-    return {r["mode"]: r for r in rows}
+def run_check(outdir, model, modes=moe.MODES):
+    return {r["mode"]: r for r in moe.check(model, PROMPT, DECODE, CTX, FRACTION, str(outdir), modes=modes)}
 
 
 def test_page_cache_and_willneed_reads_per_token_match_live(tmp_path):
     needs_llama_cpp()
     model = str(tmp_path / "qwen3moe-4l.gguf")
     write_model(model, "Qwen3-30B-A3B", "q8_0", 4, progress=False)
-    rows = run_check(tmp_path, model)
-    if any(r["outside_deleted_pages"] for r in rows.values()):
-        # another task dropped the page cache mid-run (a drop_caches takes willneed's unmapped
-        # experts): measure again once
-        rows = run_check(tmp_path / "again", model)
+    rows = run_check(tmp_path / "runs", model)
+    # another task's drop_caches mid-run (this machine is shared) takes the unmapped clean page
+    # cache, willneed's used experts first: a mode it disturbed past the bound is measured again once
+    again = [m for m, r in rows.items() if r["outside_deleted_pages"] and abs(r["rel_error"]) > 0.10]
+    if again:
+        rows.update(run_check(tmp_path / "again", model, tuple(again)))
     for mode, r in rows.items():
         print(mode, {k: r[k] for k in ("live_bytes_per_token", "predicted_bytes_per_token", "rel_error",
                                        "outside_deleted_pages", "madvise_calls")})
     pc, wn = rows["page-cache"], rows["willneed"]
     assert pc["madvise_calls"] == 0 and wn["madvise_calls"] > 0
     for r in (pc, wn):
-        assert r["outside_deleted_pages"] == 0, "the page cache was dropped by another task during both runs"
         assert abs(r["rel_error"]) <= 0.10, r
-    # the check can fail: the modes' live figures are far apart
+    # the check can fail: the modes' live figures are far apart (read-around's amplification)
     assert pc["live_bytes_per_token"] > 2 * wn["live_bytes_per_token"]

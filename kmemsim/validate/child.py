@@ -134,7 +134,9 @@ if __name__ == "__main__":
                         ("flags", ctypes.c_int32), ("src", ctypes.c_void_p * 10), ("view_src", ctypes.c_void_p),
                         ("view_offs", ctypes.c_size_t), ("data", ctypes.c_void_p), ("name", ctypes.c_char * 64)]
         with open(os.path.join(os.path.dirname(os.path.abspath(out)), "experts.json")) as f:
-            _exps = {int(k): v for k, v in json.load(f)["layers"].items()}   # layer -> [[offset, slice bytes]]
+            _spec = json.load(f)
+        _exps = {int(k): v for k, v in _spec["layers"].items()}   # layer -> [[offset, slice bytes]]
+        _nexp = int(_spec["n_expert"])
         _willneed = mode == "moe-willneed"
         _libc = ctypes.CDLL(None, use_errno=True)
         _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -199,6 +201,20 @@ if __name__ == "__main__":
                           use_mmap=True, use_mlock=False, verbose=True)
     t1 = time.monotonic()
     res["load_s"] = t1 - t0
+    if mode == "moe-willneed":
+        # #26003 never populates the experts; llama.cpp 0.3.36's loader did (MAP_POPULATE): give
+        # them back before the prompt, so the run starts as a lazy load would (the experts' PTEs
+        # zapped, their clean page cache invalidated: madvise DONTNEED, posix_fadvise DONTNEED)
+        _base[0] = _file_base()
+        _fd = os.open(model, os.O_RDONLY)
+        for _il, _ts in _exps.items():
+            for off, sl in _ts:
+                _n = sl * _nexp
+                _lo = (_base[0] + off) // 4096 * 4096
+                if _libc.madvise(_lo, _base[0] + off + _n - _lo, 4) != 0:
+                    raise OSError(ctypes.get_errno(), "madvise")
+                os.posix_fadvise(_fd, off, _n, os.POSIX_FADV_DONTNEED)
+        os.close(_fd)
     # kmemsim is-live's gate (an 11th argument, the gate's path): hand the controller the pid and
     # llama.cpp's log once Llama() has returned, and wait for its go (kmemsim.validate.live_is)
     if len(sys.argv) > 10:

@@ -31,7 +31,7 @@ import numpy as np
 from ...core.errors import InputError
 from ...core.limits import MAX_TOKENS, check_int
 from ...core.trace import Advice, MapFlag, Op
-from ...core.units import page_runs, page_span
+from ...core.units import PAGE_SIZE as P, page_runs, page_span
 from ...engine.managers.expert_slots import ExpertSlots
 
 MOE_MODES = ("page-cache", "willneed", "direct:SLOTS", "pin-hot:N", "cold:T")
@@ -126,6 +126,21 @@ class PageCache:
 class WillNeed(PageCache):
     name, arg = "willneed", None
     populate = False
+
+    def loaded(self, t):
+        """Loaded by a loader that populated the whole file (the live check's, around llama.cpp
+        0.3.36: LlamaSession moe_populate): the experts given back before the first request, as a
+        lazy load never read them: their PTEs zapped (madvise DONTNEED) and their clean page cache
+        invalidated (posix_fadvise DONTNEED -> invalidate_mapping_pages)."""
+        if not self.s.moe_populate:
+            return
+        for ts in self.exps.values():
+            for tt in ts:
+                a, n = page_span(tt.data_offset, tt.n_bytes)
+                self.s.events.event(t, Op.MADVISE, self.s.m_file, a, n, int(Advice.DONTNEED))
+                # generic_fadvise(): only the whole pages in the range (a partial first and last stay)
+                lo, hi = -(-tt.data_offset // P), (tt.data_offset + tt.n_bytes) // P
+                self.s.events.event(t, Op.FADVISE, -1, lo, hi - lo, int(Advice.DONTNEED), self.s.fid)
 
     def routed(self, t, il, experts, rows):
         for tt in self.exps[il]:
