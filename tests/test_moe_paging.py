@@ -290,3 +290,18 @@ def test_compare_takes_the_load_modes(tmp_path):
         r = CliRunner().invoke(main, ["compare", m, "--load-modes", f"page-cache,{mode}", "-o", str(o)])
         assert r.exit_code == 2 and frag in r.output and len(r.output.strip().splitlines()) == 1, r.output
         assert not o.exists()
+
+
+def test_apps_variant_counts_what_mlock_costs_the_other_apps(tmp_path):
+    # #26414 pins experts with mlock: unevictable (mm/mlock.c), so under the phone's pressure the
+    # kernel cannot take them and lmkd kills cached apps instead (by oom_score_adj), where willneed's
+    # experts stay reclaimable page cache. None of the three PRs measured this.
+    out = tmp_path / "apps"
+    r = CliRunner().invoke(main, ["experiment", "moe-paging", "-o", str(out), "--quick", "--set", "scenario=apps",
+                                  "--set", "devices=galaxy-s25plus", "--set", "fractions=0.25", "--set", "skews=1.2",
+                                  "--set", "strategies=willneed,pin-hot"])
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(out / "summary.csv")
+    apps = df[df.device == "galaxy-s25plus+apps"].set_index("strategy")
+    assert set(apps.index) == {"willneed", "pin-hot"}
+    assert apps.loc["pin-hot", "lmk_kills"] > apps.loc["willneed", "lmk_kills"]

@@ -14,7 +14,9 @@ mlock beyond the limit) has no time per token and cannot win.
 Outputs: summary.csv (device, model, mem_fraction, skew, strategy, storage_bytes_per_token, tpot_s,
 peak_bytes, and the rest of each point), winners.csv, winner.png (the winner by memory and skew,
 one panel per device and model), storage.png and report.md. With `--set scenario=apps` the phone
-runs beside the other apps of a scenario (workloads/scenarios/moe-apps.toml): lmkd and zram enter.
+also runs beside the other apps of a scenario (workloads/scenarios/moe-apps.toml, lmkd on, zram):
+the device's RAM the apps' footprint plus the fraction of the model, each row with the apps lmkd
+killed (a strategy that takes memory from the apps wins its time per token with their restarts).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.atomic import atomic_write
+from ..core.data import SCENARIOS
 from ..core.errors import InputError
 from ..core.limits import MAX_ZIPF_S
 from ..core.trace import TraceBuilder
@@ -32,7 +35,7 @@ from ..core.units import PAGE_SIZE
 from ..engine.time import device as devmod
 from ..report import compare as cm
 from ..report.tables import markdown
-from ..workload import llama as lw
+from ..workload import llama as lw, scenario as scn_mod
 from ..workload.llama.routing import spec_of
 from ..workload.synth import layout_from_preset
 from .output import write_tables
@@ -56,7 +59,7 @@ def params(quick=False, overrides=()) -> dict:
     """The grid, --quick's corner, `--set KEY=VALUE` overrides (devices, models as NAME:LAYERS,
     fractions, skews, strategies: comma-separated; prompt, decode: integers), checked whole."""
     p = dict(devices=DEVICES, models=dict(MODELS), fractions=FRACTIONS, skews=SKEWS, strategies=STRATEGIES,
-             prompt=32, decode=24)
+             prompt=32, decode=24, scenario="none")
     if quick:
         p.update(QUICK)
     for o in overrides:
@@ -71,6 +74,10 @@ def params(quick=False, overrides=()) -> dict:
                 p[key] = tuple(float(v) for v in items)
             elif key in ("prompt", "decode"):
                 p[key] = int(val)
+            elif key == "scenario":
+                if val.strip() not in ("none", "apps"):
+                    raise InputError(f"--set {o!r}: scenario is none or apps (workloads/scenarios/{SCENARIO}.toml)")
+                p[key] = val.strip()
             elif key == "models":
                 p[key] = {n.partition(":")[0]: int(n.partition(":")[2] or MODELS.get(n, 4)) for n in items}
             else:
@@ -142,6 +149,35 @@ def point(dev, L, fraction, skew, strategy, prompt=32, decode=24, seed=0) -> dic
             **{k: v for k, v in tr.meta["llama"][0].items() if k.startswith(("expert_slot", "pinned", "cold_"))}}
 
 
+SCENARIO = "moe-apps"
+PHONE = "galaxy-s25plus"
+
+
+def apps_point(dev, fraction, skew, strategy) -> dict:
+    """The strategy beside the phone's apps (workloads/scenarios/moe-apps.toml) with lmkd on: the
+    device's RAM is the apps' footprint plus `fraction` of the model file plus the LLM's own
+    buffers, so the part the apps leave is that fraction; the requests' time per token and the
+    storage reads per decoded token, the kills and the swap."""
+    path = str(SCENARIOS / f"{SCENARIO}.toml")
+    scn = scn_mod.load(path, ())
+    L = scn_mod.model_layout(scn)
+    mode = mode_of(strategy, L, int(fraction * L.file_size))
+    sets = (f"llm.load_mode={mode}", f"llm.moe_routing={spec_of(skew)}")
+    wl = cm.workload_from_scenario(path, sets)
+    apps = sum(a.pages for a in scn.apps.values()) * PAGE_SIZE
+    own = 64 << 20                                        # KV (512 cells), compute and logits: < 64 MiB
+    cfg = cm.base_config(dev, mem=apps + int(fraction * L.file_size) + own, lmk=True)
+    r = cm.run(wl, ["stock"], dev, cfg, progress=False).runs[0]
+    pt = r.phases
+    dec = pt[(pt["kind"] == "decode") & pt["request"].str.startswith("request ")]
+    return {"mode": mode, "storage_bytes_per_token": float(dec["pgpgin"].sum()) * PAGE_SIZE / max(1, len(dec)),
+            "tpot_s": r.metrics["tpot_s"] if len(dec) else float("nan"), "peak_bytes": int(r.summary["peak_memory_bytes"]),
+            "memcg_limit_bytes": None, "device_mem_bytes": cfg["mem"], "killed": bool(r.summary["oom_kill"]),
+            "lmk_kills": int(r.summary["lmk_kill"]), "swap_out_bytes": int(r.summary["pswpout"]) * PAGE_SIZE,
+            "switch_latency_s": r.metrics["switch_latency_s"], "model_bytes": L.file_size,
+            "major_faults_per_token": float(dec["pgmajfault"].sum()) / max(1, len(dec))}
+
+
 def run(out, quick=False, progress=None, overrides=()) -> pd.DataFrame:
     p = params(quick, overrides)
     os.makedirs(out, exist_ok=True)
@@ -159,6 +195,17 @@ def run(out, quick=False, progress=None, overrides=()) -> pd.DataFrame:
                         if progress:
                             progress(f"{dname} {mname} {f:.0%} skew {sk:g} {r['mode']}: "
                                      f"{r['storage_bytes_per_token'] / 2**20:.1f} MiB/token, tpot {r['tpot_s']:.3f} s")
+    if p["scenario"] == "apps":
+        dev = devmod.load(PHONE)
+        for f in p["fractions"]:
+            for sk in p["skews"]:
+                for st in p["strategies"]:
+                    r = apps_point(dev, f, sk, st)
+                    rows.append({"device": f"{PHONE}+apps", "model": "Qwen3-30B-A3B", "mem_fraction": f, "skew": sk,
+                                 "strategy": st, **r, "layers": 6})
+                    if progress:
+                        progress(f"{PHONE}+apps {f:.0%} skew {sk:g} {r['mode']}: {r['storage_bytes_per_token'] / 2**20:.1f} "
+                                 f"MiB/token, tpot {r['tpot_s']:.3f} s, lmkd kills {r['lmk_kills']}")
     df = pd.DataFrame(rows)
     df = df[COLUMNS + [c for c in df.columns if c not in COLUMNS]]
     df.attrs["wall_s"] = time.time() - t0
@@ -174,7 +221,8 @@ def winners(df: pd.DataFrame) -> pd.DataFrame:
     best = ok.groupby(key, as_index=False).nth(0)
     second = ok.groupby(key, as_index=False).nth(1)[key + ["strategy", "tpot_s"]]
     second = second.rename(columns={"strategy": "runner_up", "tpot_s": "runner_up_tpot_s"})
-    w = best[key + ["strategy", "mode", "tpot_s", "storage_bytes_per_token"]].merge(second, on=key, how="left")
+    more = [c for c in ("lmk_kills",) if c in ok]         # the apps variant: whom the winner had killed
+    w = best[key + ["strategy", "mode", "tpot_s", "storage_bytes_per_token"] + more].merge(second, on=key, how="left")
     return w.rename(columns={"strategy": "winner"}).reset_index(drop=True)
 
 

@@ -86,6 +86,13 @@ class PageCache:
                 il = int(name.split(".")[1])
                 self.exps.setdefault(il, []).append(session.L.tensor(name))
 
+    def bind(self, session):
+        """The context running the next ubatch: its events sink (every context of the model shares
+        the mappings and this strategy's state)."""
+        self.s = session
+        if getattr(self, "slots", None) is not None:
+            self.slots.events = session.events
+
     def runs(self, tt, experts):
         """Page runs of the experts' slices of tensor tt in its mapping."""
         where, base = self.s.where[tt.name]

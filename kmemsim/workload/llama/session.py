@@ -279,6 +279,8 @@ class LlamaSession:
             self.order = next(self.orders, self.order)
         b, pid, hp = self.b, self.pid, self.hp
         self._phase(t, phase)
+        if self.moe is not None:                 # the model's expert paging, shared by its contexts
+            self.moe.bind(self)
         n_tok = len(tokens) * len(streams)
         n_kv = min(self.kv_size, max(256, pad(pos0 + len(tokens), 256)))   # llama_kv_cache::get_n_kv
         cur = float(t)
