@@ -305,3 +305,38 @@ def test_apps_variant_counts_what_mlock_costs_the_other_apps(tmp_path):
     apps = df[df.device == "galaxy-s25plus+apps"].set_index("strategy")
     assert set(apps.index) == {"willneed", "pin-hot"}
     assert apps.loc["pin-hot", "lmk_kills"] > apps.loc["willneed", "lmk_kills"]
+
+
+@pytest.mark.llama
+def test_routing_recorded_from_real_llama_cpp_replays(tmp_path):
+    # llama.cpp's build_moe_ffn names the router's top-k ids ffn_moe_topk-<il> ([n_expert_used,
+    # n_tokens], a view of the argsort); cb_eval asks for it and reads it computed. The last layer
+    # routes the output rows only (inp_out_ids): 1 row in the prompt.
+    from skips import needs_llama_cpp
+    needs_llama_cpp()
+    from kmemsim.workload.synth import write_model
+    model = str(tmp_path / "moe.gguf")
+    write_model(model, None, "q8_0", progress=False, **TINY_MOE)
+    rec = tmp_path / "r.npz"
+    r = CliRunner().invoke(main, ["trace", "llama", model, "--prompt", "8", "--decode", "4", "--ctx", "64",
+                                  "-o", str(tmp_path / "t.parquet"), "--routing-out", str(rec)])
+    assert r.exit_code == 0, r.output
+    got = routing.load_recording(str(rec))
+    assert got["n_expert"] == 16 and sorted(got["experts"]) == [0, 1]
+    assert got["experts"][0].shape == (8 + 4, 2) and got["experts"][1].shape == (1 + 4, 2)
+    assert all(len(set(row)) == 2 for rows in got["experts"].values() for row in rows)
+    # the generator replays it: each decode step reads exactly the recorded experts' slices
+    r = CliRunner().invoke(main, ["workload", "llama", model, "--prompt", "8", "--decode", "4", "--ctx", "64",
+                                  "--moe-routing", f"recorded:{rec}", "-o", str(tmp_path / "g.parquet")])
+    assert r.exit_code == 0, r.output
+    from kmemsim.core import trace as trmod
+    from kmemsim.workload.gguf_layout import read_layout
+    tr, L = trmod.load(str(tmp_path / "g.parquet")), read_layout(model)
+    c = tr.cols
+    last = np.flatnonzero(c["op"] == Op.PHASE)[-2]       # the last decode token
+    t = L.tensor("blk.0.ffn_down_exps.weight")
+    sl = t.n_bytes // 16
+    lo, hi = t.data_offset // PAGE_SIZE, (t.data_offset + t.n_bytes) // PAGE_SIZE
+    k = (np.arange(len(c["op"])) > last) & (c["op"] == Op.READ) & (c["page"] >= lo) & (c["page"] < hi)
+    read = {int((p * PAGE_SIZE - t.data_offset) // sl) for p in c["page"][k] + 1}
+    assert read == set(got["experts"][0][-1].tolist())
