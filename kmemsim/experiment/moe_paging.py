@@ -136,7 +136,9 @@ def point(dev, L, fraction, skew, strategy, prompt=32, decode=24, seed=0) -> dic
     tr = b.build()
     own = s.kv_bytes + s.compute_bytes + s.out_bytes
     wl = cm.Workload(tr, L.name, f"{L.name} {mode}", {"request 0": prompt}, 512, 512, 1)
-    cfg = cm.base_config(dev, mem=dev.available, memcg_limit=budget + own)
+    # the device's RAM at least the limit and 512 MiB for the kernel (a phone profile's 6 GiB would
+    # otherwise cap the larger fractions): the memcg limit is the memory the model gets
+    cfg = cm.base_config(dev, mem=max(dev.available, budget + own + (512 << 20)), memcg_limit=budget + own)
     r = cm.run(wl, ["stock"], dev, cfg, progress=False).runs[0]
     pt = r.phases
     dec = pt[pt["kind"] == "decode"]
@@ -213,13 +215,23 @@ def run(out, quick=False, progress=None, overrides=()) -> pd.DataFrame:
     return df
 
 
+TIE = 0.01     # times within 1% are a tie: the simpler strategy (earlier in STRATEGIES) wins it
+
+
 def winners(df: pd.DataFrame) -> pd.DataFrame:
     """Per device, model, memory and skew: the strategy with the least time per token (a killed one
-    never), its storage reads, and the runner-up's time."""
+    never; within TIE of the least, the simplest: page-cache before the rest), its storage reads, and
+    the runner-up's time."""
     key = ["device", "model", "mem_fraction", "skew"]
-    ok = df[df["tpot_s"].notna()].sort_values(key + ["tpot_s", "storage_bytes_per_token"])
+    ok = df[df["tpot_s"].notna()].copy()
+    best_t = ok.groupby(key)["tpot_s"].transform("min")
+    ok["_tie"] = np.where(ok["tpot_s"] <= best_t * (1 + TIE), 0, 1)
+    ok["_rank"] = ok["strategy"].map({s: i for i, s in enumerate(STRATEGIES)})
+    ok = ok.sort_values(key + ["_tie", "_rank", "tpot_s"])
     best = ok.groupby(key, as_index=False).nth(0)
-    second = ok.groupby(key, as_index=False).nth(1)[key + ["strategy", "tpot_s"]]
+    rest = ok.merge(best[key + ["strategy"]], on=key, suffixes=("", "_w"))
+    rest = rest[rest["strategy"] != rest["strategy_w"]].sort_values(key + ["tpot_s"])
+    second = rest.groupby(key, as_index=False).nth(0)[key + ["strategy", "tpot_s"]]
     second = second.rename(columns={"strategy": "runner_up", "tpot_s": "runner_up_tpot_s"})
     more = [c for c in ("lmk_kills",) if c in ok]         # the apps variant: whom the winner had killed
     w = best[key + ["strategy", "mode", "tpot_s", "storage_bytes_per_token"] + more].merge(second, on=key, how="left")
