@@ -98,7 +98,7 @@ class PageCache:
         where, base = self.s.where[tt.name]
         sl = tt.n_bytes // self.X
         ex = np.asarray(experts, np.int64)
-        return (self.s._map_of(where),) + page_runs(base + ex * sl, base + (ex + 1) * sl)
+        return (self.s.map_of(where),) + page_runs(base + ex * sl, base + (ex + 1) * sl)
 
     def dense_ranges(self):
         """(first page, pages) of every mmapped tensor that is not an expert tensor."""

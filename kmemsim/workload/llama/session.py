@@ -143,7 +143,8 @@ class LlamaSession:
                                    v_trans=self.v_trans, max_runs=self.kv_max_runs)
 
     # ---- helpers -----------------------------------------------------------------------------
-    def _map_of(self, kind):
+    def map_of(self, kind):
+        """The mapping id of a buffer kind: "file" (the mmap), "repack" or "cpu"."""
         return {"file": self.m_file, "repack": self.m_repack, "cpu": self.m_cpu}[kind]
 
     def _phase(self, t, name):
@@ -223,7 +224,7 @@ class LlamaSession:
             a, n = page_span(tt.data_offset, tt.n_bytes)
             self.events.event(t, Op.READ, src_map, a, n)
             t += int(tt.n_bytes * self.tm.ns_per_load_byte)
-            self.events.access(t, Op.WRITE, self._map_of(kind), dst, tt.n_bytes)
+            self.events.access(t, Op.WRITE, self.map_of(kind), dst, tt.n_bytes)
         if not self.use_mmap:
             self.events.event(t, Op.MUNMAP, self.m_read, 0, fpages)
         if self.mlock:
@@ -304,7 +305,7 @@ class LlamaSession:
                 rb = tt.row_bytes
                 a = (base + rows * rb) // P
                 e = -(-(base + (rows + 1) * rb) // P)
-                self.events.ranges(int(tm_.t), Op.READ, self._map_of(where), a, e - a)
+                self.events.ranges(int(tm_.t), Op.READ, self.map_of(where), a, e - a)
                 tm_.adv(len(rows) * rb, 0)
             elif kind == "w":
                 tt = self.L.tensor(name)
@@ -314,12 +315,12 @@ class LlamaSession:
                     where, base = self.where[name]
                 mm = where != "repack" and (is_matmul_weight(tt) or name == "token_embd.weight")
                 chunk = mul_mat_chunk_pages(tt, n_rows, self.threads) if mm else 0
-                self.events.access(int(tm_.t), Op.READ, self._map_of(where), base, tt.n_bytes, chunk)
+                self.events.access(int(tm_.t), Op.READ, self.map_of(where), base, tt.n_bytes, chunk)
                 tm_.adv(tt.n_bytes, n_rows * macs_per_row(kind, tt, hp))
             elif kind == "router":
                 tt = self.L.tensor(name)
                 where, base = self.where[name]
-                self.events.access(int(tm_.t), Op.READ, self._map_of(where), base, tt.n_bytes)
+                self.events.access(int(tm_.t), Op.READ, self.map_of(where), base, tt.n_bytes)
                 tm_.adv(tt.n_bytes, n_rows * macs_per_row(kind, tt, hp))
                 il = int(name.split(".")[1])
                 # the tokens routed: the last layer's FFN works on the output rows only (inp_out_ids)
