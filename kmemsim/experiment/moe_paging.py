@@ -32,7 +32,8 @@ from ..core.errors import InputError
 from ..core.limits import MAX_ZIPF_S
 from ..core.trace import TraceBuilder
 from ..core.units import PAGE_SIZE
-from ..engine.time import device as devmod
+from ..engine.kernel import Config, Emulator
+from ..engine.time import device as devmod, serial
 from ..report import compare as cm
 from ..report.tables import markdown
 from ..workload import llama as lw, scenario as scn_mod
@@ -125,6 +126,21 @@ def mode_of(strategy, L, budget) -> str:
     return strategy
 
 
+def replay(tr, dev, prompts: dict, batch=512, ubatch=512, **cfg):
+    """The trace on the emulator with the device's storage time on its clock (Device.task_costs:
+    reads take their time, a task waits for a read still in flight, WILLNEED's included), then the
+    time per phase with those waits as the read stall (serial.phase_times read_waits), as validate's
+    predict times a run. Returns (Result, phase times, metrics)."""
+    algo = dev.zram_algo(cfg.get("zram", dev.config_kwargs().get("zram")))
+    c = dict(dev.config_kwargs(), sample_ms=10.0, **dev.task_costs(algo))
+    c.update(cfg)
+    tr2, occ = serial.split_phases(tr)
+    res = Emulator(Config(**c)).replay(tr2)
+    toks, outs = lw.step_rows(occ, prompts, batch, ubatch, 1)
+    pt = serial.phase_times(res.per_phase, occ, dev, algo, toks, outs, read_waits=True)
+    return res, pt, serial.metrics(pt)
+
+
 def point(dev, L, fraction, skew, strategy, prompt=32, decode=24, seed=0) -> dict:
     """One replay: the session in the strategy's load mode under a memcg of `fraction` of the model
     file plus the process's own buffers; its decode's storage reads per token, time per token, peak."""
@@ -135,19 +151,19 @@ def point(dev, L, fraction, skew, strategy, prompt=32, decode=24, seed=0) -> dic
                     seed=seed, builder=b, repack="none")
     tr = b.build()
     own = s.kv_bytes + s.compute_bytes + s.out_bytes
-    wl = cm.Workload(tr, L.name, f"{L.name} {mode}", {"request 0": prompt}, 512, 512, 1)
     # the device's RAM at least the limit and 512 MiB for the kernel (a phone profile's 6 GiB would
     # otherwise cap the larger fractions): the memcg limit is the memory the model gets
-    cfg = cm.base_config(dev, mem=max(dev.available, budget + own + (512 << 20)), memcg_limit=budget + own)
-    r = cm.run(wl, ["stock"], dev, cfg, progress=False).runs[0]
-    pt = r.phases
+    res, pt, m = replay(tr, dev, {"request 0": prompt}, mem=max(dev.available, budget + own + (512 << 20)),
+                        memcg_limit=budget + own)
+    s_ = res.summary
     dec = pt[pt["kind"] == "decode"]
-    killed = bool(r.summary["oom_kill"] or r.summary["lmk_kill"])
+    killed = bool(s_["oom_kill"] or s_["lmk_kill"])
     return {"mode": mode, "storage_bytes_per_token": float(dec["pgpgin"].sum()) * PAGE_SIZE / max(1, len(dec)),
-            "tpot_s": float("nan") if killed or not len(dec) else r.metrics["tpot_s"],
-            "peak_bytes": int(r.summary["peak_memory_bytes"]), "memcg_limit_bytes": budget + own,
+            "tpot_s": float("nan") if killed or not len(dec) else m["tpot_s"],
+            "peak_bytes": int(s_["peak_memory_bytes"]), "memcg_limit_bytes": budget + own,
             "killed": killed, "major_faults_per_token": float(dec["pgmajfault"].sum()) / max(1, len(dec)),
-            "swap_in_bytes": int(r.summary["pswpin"]) * PAGE_SIZE, "model_bytes": L.file_size,
+            "read_wait_s_per_token": float(dec["read_s"].sum()) / max(1, len(dec)),
+            "swap_in_bytes": int(s_["pswpin"]) * PAGE_SIZE, "model_bytes": L.file_size,
             **{k: v for k, v in tr.meta["llama"][0].items() if k.startswith(("expert_slot", "pinned", "cold_"))}}
 
 
@@ -168,15 +184,15 @@ def apps_point(dev, fraction, skew, strategy) -> dict:
     wl = cm.workload_from_scenario(path, sets)
     apps = sum(a.pages for a in scn.apps.values()) * PAGE_SIZE
     own = 64 << 20                                        # KV (512 cells), compute and logits: < 64 MiB
-    cfg = cm.base_config(dev, mem=apps + int(fraction * L.file_size) + own, lmk=True)
-    r = cm.run(wl, ["stock"], dev, cfg, progress=False).runs[0]
-    pt = r.phases
+    mem = apps + int(fraction * L.file_size) + own
+    res, pt, m = replay(wl.trace, dev, wl.prompts, wl.batch, wl.ubatch, mem=mem, lmk=True)
+    s_ = res.summary
     dec = pt[(pt["kind"] == "decode") & pt["request"].str.startswith("request ")]
     return {"mode": mode, "storage_bytes_per_token": float(dec["pgpgin"].sum()) * PAGE_SIZE / max(1, len(dec)),
-            "tpot_s": r.metrics["tpot_s"] if len(dec) else float("nan"), "peak_bytes": int(r.summary["peak_memory_bytes"]),
-            "memcg_limit_bytes": None, "device_mem_bytes": cfg["mem"], "killed": bool(r.summary["oom_kill"]),
-            "lmk_kills": int(r.summary["lmk_kill"]), "swap_out_bytes": int(r.summary["pswpout"]) * PAGE_SIZE,
-            "switch_latency_s": r.metrics["switch_latency_s"], "model_bytes": L.file_size,
+            "tpot_s": m["tpot_s"] if len(dec) else float("nan"), "peak_bytes": int(s_["peak_memory_bytes"]),
+            "memcg_limit_bytes": None, "device_mem_bytes": mem, "killed": bool(s_["oom_kill"]),
+            "lmk_kills": int(s_["lmk_kill"]), "swap_out_bytes": int(s_["pswpout"]) * PAGE_SIZE,
+            "switch_latency_s": m["switch_latency_s"], "model_bytes": L.file_size,
             "major_faults_per_token": float(dec["pgmajfault"].sum()) / max(1, len(dec))}
 
 
