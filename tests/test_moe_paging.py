@@ -340,3 +340,13 @@ def test_routing_recorded_from_real_llama_cpp_replays(tmp_path):
     k = (np.arange(len(c["op"])) > last) & (c["op"] == Op.READ) & (c["page"] >= lo) & (c["page"] < hi)
     read = {int((p * PAGE_SIZE - t.data_offset) // sl) for p in c["page"][k] + 1}
     assert read == set(got["experts"][0][-1].tolist())
+
+
+def test_experiment_on_the_sweep_runner_writes_the_serial_rows(tmp_path):
+    # sweep/experiments.py cuts moe-paging's grid by device (no loop carries state across them)
+    args = ["--quick", "--set", "fractions=0.5", "--set", "skews=0", "--set", "strategies=page-cache,direct"]
+    for name, extra in (("serial", []), ("local", ["--scheduler", "local"])):
+        r = CliRunner().invoke(main, ["experiment", "moe-paging", "-o", str(tmp_path / name)] + args + extra)
+        assert r.exit_code == 0, r.output
+    a, b = (pd.read_csv(tmp_path / n / "summary.csv")[moe_paging.COLUMNS] for n in ("serial", "local"))
+    pd.testing.assert_frame_equal(a, b)

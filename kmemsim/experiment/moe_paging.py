@@ -14,7 +14,7 @@ mlock beyond the limit) has no time per token and cannot win.
 Outputs: summary.csv (device, model, mem_fraction, skew, strategy, storage_bytes_per_token, tpot_s,
 peak_bytes, and the rest of each point), winners.csv, winner.png (the winner by memory and skew,
 one panel per device and model), storage.png and report.md. With `--set scenario=apps` the phone
-also runs beside the other apps of a scenario (workloads/scenarios/moe-apps.toml, lmkd on, zram):
+(when it is among the devices) also runs beside the other apps of a scenario (workloads/scenarios/moe-apps.toml, lmkd on, zram):
 the device's RAM the apps' footprint plus the fraction of the model, each row with the apps lmkd
 killed (a strategy that takes memory from the apps wins its time per token with their restarts).
 """
@@ -213,17 +213,17 @@ def run(out, quick=False, progress=None, overrides=()) -> pd.DataFrame:
                         if progress:
                             progress(f"{dname} {mname} {f:.0%} skew {sk:g} {r['mode']}: "
                                      f"{r['storage_bytes_per_token'] / 2**20:.1f} MiB/token, tpot {r['tpot_s']:.3f} s")
-    if p["scenario"] == "apps":
-        dev = devmod.load(PHONE)
-        for f in p["fractions"]:
-            for sk in p["skews"]:
-                for st in p["strategies"]:
-                    r = apps_point(dev, f, sk, st)
-                    rows.append({"device": f"{PHONE}+apps", "model": "Qwen3-30B-A3B", "mem_fraction": f, "skew": sk,
-                                 "strategy": st, **r, "layers": 6})
-                    if progress:
-                        progress(f"{PHONE}+apps {f:.0%} skew {sk:g} {r['mode']}: {r['storage_bytes_per_token'] / 2**20:.1f} "
-                                 f"MiB/token, tpot {r['tpot_s']:.3f} s, lmkd kills {r['lmk_kills']}")
+        if p["scenario"] == "apps" and dname == PHONE:   # after the phone's own rows (a --scheduler cell per device)
+            for f in p["fractions"]:
+                for sk in p["skews"]:
+                    for st in p["strategies"]:
+                        r = apps_point(dev, f, sk, st)
+                        rows.append({"device": f"{PHONE}+apps", "model": "Qwen3-30B-A3B", "mem_fraction": f,
+                                     "skew": sk, "strategy": st, **r, "layers": 6})
+                        if progress:
+                            progress(f"{PHONE}+apps {f:.0%} skew {sk:g} {r['mode']}: "
+                                     f"{r['storage_bytes_per_token'] / 2**20:.1f} MiB/token, tpot {r['tpot_s']:.3f} s, "
+                                     f"lmkd kills {r['lmk_kills']}")
     df = pd.DataFrame(rows)
     df = df[COLUMNS + [c for c in df.columns if c not in COLUMNS]]
     df.attrs["wall_s"] = time.time() - t0
