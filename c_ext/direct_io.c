@@ -21,17 +21,27 @@
  *   stall_read_ios for the wait, however many bios it is (as a readahead window is one, whatever
  *   bios read_pages() makes of it), and its pages in stall_read_pages. With a storage time in the
  *   Config the bios go through bio.c's device, sharing it with the reads in flight; the task's clock
- *   waits for the last (io_waits, io_wait_ns), and each ended bio counts in bio_reads, bio_read_ns. */
-void direct_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n)
+ *   waits for the last (io_waits, io_wait_ns), and each ended bio counts in bio_reads, bio_read_ns.
+ * A read of a batch (the event's arg 1) is submitted and not waited for: the batch's next read
+ * without it waits for every read of the batch, one stall for all. */
+void direct_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n, int batched)
 {
     (void)obj; (void)index;                  /* where on the device does not matter to the model */
     count(e, VM_pgpgin, n);
-    count(e, VM_stall_read_ios, 1);
     count(e, VM_stall_read_pages, n);
+    /* batched: one of a set of reads in flight together (a pool of I/O workers each in its own
+     * pread(), or io_submit()): submitted, not waited for; the set's last (batched 0) waits for all
+     * of them, one stall for the set, as one readahead window of several bios is one */
+    if (!batched) count(e, VM_stall_read_ios, 1);
     if (!e->io_on) return;
     int64_t dio = ++e->nr_dio;
     submit_direct_read(e, dio, n);
-    direct_read_wait(e, dio);
+    if (batched) {
+        if (!e->dio_batch) e->dio_batch = dio;
+        return;
+    }
+    for (int64_t d = e->dio_batch ? e->dio_batch : dio; d <= dio; d++) direct_read_wait(e, d);
+    e->dio_batch = 0;
 }
 
 /* invalidate_inode_pages2_range() (mm/truncate.c) of pages [start, end]. find_get_entries() finds every

@@ -354,6 +354,7 @@ struct km_emu {
     struct io_waiter { folio_id f; int64_t until; int64_t dio; } io_wait[64];   /* threads of this graph node
                                                 * waiting: for folio f, or (dio > 0) for that direct read */
     int64_t nr_dio;                            /* direct reads submitted so far: their numbers */
+    int64_t dio_batch;                         /* the first direct read of a batch not waited for yet, 0 none */
     int nr_io_wait;
     int64_t *added_at;                         /* per file folio: when it entered the page cache (2+ threads) */
     struct mm_threads {                        /* a matmul's threads (memory.c handle_range_threads()) */
@@ -547,7 +548,7 @@ int64_t filemap_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n);
 void clear_shadow_entries(struct km_emu *e, int32_t obj, int64_t start, int64_t end);
 
 /* direct_io.c: pread(2)/pwrite(2) of an O_DIRECT file descriptor, pages [index, index + n) */
-void direct_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n);
+void direct_read(struct km_emu *e, int32_t obj, int64_t index, int64_t n, int batched);
 void direct_write(struct km_emu *e, int32_t obj, int64_t index, int64_t n);
 
 /* readahead.c */

@@ -318,7 +318,7 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
             if (page[i] >= end) break;
             if (op[i] == OP_FADVISE) generic_fadvise(e, o, page[i], end - page[i], (int)arg[i]);
             else if (op[i] == OP_FREAD) filemap_read(e, o, page[i], end - page[i]);
-            else if (op[i] == OP_DIO_READ) direct_read(e, o, page[i], end - page[i]);    /* direct_io.c */
+            else if (op[i] == OP_DIO_READ) direct_read(e, o, page[i], end - page[i], arg[i] == 1);   /* direct_io.c */
             else direct_write(e, o, page[i], end - page[i]);
             break;
         }

@@ -202,6 +202,23 @@ def test_direct_reads_of_a_graph_nodes_threads_share_the_device():
     assert one["bio_reads"] == two["bio_reads"] == 4
 
 
+def test_a_batch_of_direct_reads_is_in_flight_together_and_waited_for_once():
+    # An I/O worker pool (llama.cpp #25294 loads a layer's missed experts with one): each worker
+    # sleeps in its own pread(); the thread that needs them waits for the last. A batched DIO_READ
+    # (arg 1) is submitted and not waited for; the next unbatched one waits for the batch: the four
+    # bios of the two 512-page reads share the device and end LAT + 1024 pages after submission,
+    # one stall for the set (as one readahead window of several bios is one), where one reader
+    # waits 2 x (LAT + 512 pages) (test_a_direct_read_moves_the_clock_before_the_next_event).
+    tr = T()
+    t0 = tr.tick()
+    tr.b.event(t0, 1, Op.DIO_READ, -1, 0, 512, 1, tr.f)
+    tr.b.event(t0, 1, Op.DIO_READ, -1, 1024, 512, 0, tr.f)
+    s = tr.run(memcg_limit=1 << 30, **IO).summary
+    assert s["io_wait_ns"] == LAT + 1024 * NS
+    assert (s["stall_read_ios"], s["stall_read_pages"], s["pgpgin"]) == (1, 1024, 1024)
+    assert s["bio_reads"] == 4
+
+
 # --------------------------------------------------------------------------------------------------
 # DIO_WRITE
 

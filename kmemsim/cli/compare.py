@@ -36,17 +36,23 @@ Example (the bundled small scenario on the default phone with 1 GiB of RAM; writ
 @click.option("--paths", type=int, default=1, show_default=True, help="MODEL.gguf: speculative paths (KV sequences)")
 @click.option("--requests", type=int, default=1, show_default=True, help="MODEL.gguf: requests")
 @options.kv_manager
+@click.option("--load-modes", default=None, metavar="MODE,...",
+              help="MODEL.gguf: load modes side by side, e.g. an MoE model's page-cache,willneed,direct:16,"
+                   "pin-hot:64,cold:8 (docs/workloads.md)")
+@click.option("--moe-routing", default="uniform", show_default=True,
+              help="MODEL.gguf: uniform | zipf[:S] [,stick=P,corr=C] | recorded:PATH")
 @options.out(kind="dir", dest="out_dir", help="output directory")
 @options.quiet
 def compare(workload, policy, device_name, mem, mem_limit, zram, swappiness, policy_param, lru, overrides,
-            prompt, decode, ctx, paths, requests, kv_manager, out_dir):
+            prompt, decode, ctx, paths, requests, kv_manager, load_modes, moe_routing, out_dir):
     """Compare memory policies on one workload: memory, storage reads, TTFT, time per token."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device as devmod
     from ..report import compare as cmpmod
     from ..report import explain
     from ..report.tables import describe, table_text
-    from ..workload.llama import check_request
+    from ..workload.llama import check_request, experts, routing
+    from ..workload.gguf_layout import read_layout
     output_dir(out_dir)
     pols = cmpmod.parse_policies(policy)
     mem_flag, limit_flag = options.flag("mem", "--mem"), options.flag("mem_limit", "--mem-limit")
@@ -65,9 +71,23 @@ def compare(workload, policy, device_name, mem, mem_limit, zram, swappiness, pol
     cfg = cmpmod.base_config(dev, mem=mem, memcg_limit=mem_limit, zram=zram, swappiness=swappiness,
                              policy_param=policy_param, lru=lru)
     dev.zram_algo(cfg.get("zram"))
-    wl = cmpmod.load_workload(workload, overrides, kv_manager, prompt=prompt, decode=decode, ctx=ctx, paths=paths,
-                              requests=requests)
-    cmp = cmpmod.run(wl, pols, dev, cfg)
+    routing.parse(moe_routing)
+    if load_modes is not None:
+        modes = [m.strip() for m in load_modes.split(",") if m.strip()]
+        if not str(workload).endswith(".gguf") or not modes:
+            raise InputError("--load-modes: give modes (comma-separated) and a model (.gguf)")
+        if len(set(modes)) != len(modes):
+            raise InputError("--load-modes: a mode is listed twice")
+        hp = read_layout(str(workload)).hparams
+        for m in modes:                  # each mode checked against the model before any trace is built
+            if experts.is_moe_mode(m):
+                experts.parse(m, hp)
+        cmp = cmpmod.run_load_modes(workload, modes, pols, dev, cfg, kv_manager=kv_manager, prompt=prompt,
+                                    decode=decode, ctx=ctx, paths=paths, requests=requests, moe_routing=moe_routing)
+    else:
+        wl = cmpmod.load_workload(workload, overrides, kv_manager, prompt=prompt, decode=decode, ctx=ctx,
+                                  paths=paths, requests=requests, moe_routing=moe_routing)
+        cmp = cmpmod.run(wl, pols, dev, cfg)
     cmpmod.write(cmp, out_dir)
     click.echo(describe(cmp))
     click.echo(table_text(cmp.table))

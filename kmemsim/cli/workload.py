@@ -103,8 +103,9 @@ def _llama_options(f):
         click.option("--batch", type=int, default=512, show_default=True),
         click.option("--ubatch", type=int, default=512, show_default=True),
         click.option("--kv-type", type=click.Choice(["f16", "q8_0"]), default="f16", show_default=True),
-        click.option("--load-mode", type=click.Choice(["mmap", "mmap+mlock", "none", "mlock"]), default="mmap",
-                     show_default=True),
+        click.option("--load-mode", default="mmap", show_default=True,
+                     help="mmap | mmap+mlock | none | mlock; an MoE model's experts also: page-cache | willneed | "
+                          "direct:SLOTS | pin-hot:N | cold:T (docs/workloads.md)"),
         click.option("--prefetch/--no-prefetch", default=True, show_default=True,
                      help="MAP_POPULATE + MADV_WILLNEED (llama.cpp 0.3.36 always prefetches)"),
         click.option("--flash-attn/--no-flash-attn", default=None,
@@ -135,7 +136,8 @@ generated tokens in a 4096-token context):
               help="weight type with --preset")
 @click.option("--layers", cls=options.Opt, old=options.VOCABULARY["--layers"], type=int,
               help="number of layers with --preset (the preset's replaced)")
-@click.option("--moe-routing", default="uniform", show_default=True, help="uniform | zipf | zipf:S")
+@click.option("--moe-routing", default="uniform", show_default=True,
+              help="uniform | zipf | zipf:S, then ,stick=P ,corr=C; or recorded:PATH (trace llama --routing-out)")
 @click.option("--requests", type=int, default=1, show_default=True)
 @click.option("--pid", type=int, default=1000, show_default=True)
 @options.device(default=DEFAULT_DEVICE, show_default=True,
@@ -149,10 +151,10 @@ def workload_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device
     from ..workload import llama as lw
-    from ..workload.llama.routing import zipf_exponent
+    from ..workload.llama import routing
     output_file(out)
     lw.check_request(prompt, decode, ctx, batch, ubatch, seqs, requests, pid)
-    zipf_exponent(moe_routing)
+    routing.parse(moe_routing)
     check_int(seed, "--seed", 0, (1 << 63) - 1)
     tm = device.load(options.device_arg(device_name)).time_model()
     if layout_preset:
@@ -190,18 +192,30 @@ Example (real llama.cpp on a model from `kmemsim model synth`; needs llama-cpp-p
 """)
 @click.argument("model_path")
 @_llama_options
+@click.option("--routing-out", type=click.Path(dir_okay=False),
+              help="MoE: also write the experts llama.cpp routed each token to (ffn_moe_topk), for "
+                   "--moe-routing recorded:PATH")
 def trace_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch, flash_attn,
-                repack, seed, out):
+                repack, seed, out, routing_out):
     """Run real llama.cpp (llama-cpp-python) with cb_eval and record the weights each graph node reads."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..workload import llama as lw
     from ..workload.llama import cb_eval as llama_trace
+    from ..core.atomic import atomic_write
+    from ..workload.gguf_layout import read_layout
+    from ..workload.llama.routing import save_recording
     output_file(out)
     lw.check_request(prompt, decode, ctx, batch, ubatch)
     check_int(seed, "--seed", 0, MAX_U32)
+    if routing_out:
+        output_file(routing_out)
+        if not read_layout(model_path).hparams.get("n_expert"):
+            raise InputError(f"--routing-out: {model_path} has no experts (expert_count is 0); drop --routing-out")
     say(f"running llama.cpp on {model_path} with cb_eval: {prompt:,} prompt and {decode:,} decode tokens")
     tr, rec = llama_trace.trace(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, prefetch,
-                                flash_attn, repack != "none", seed)
+                                flash_attn, repack not in ("none", "off"), seed, routing=bool(routing_out))
+    if routing_out:
+        atomic_write(routing_out, lambda tmp: save_recording(tmp, rec["routing"], rec["n_expert"]))
     tr_mod.save(tr, out)
     click.echo(f"{out}: {len(tr):,} events, {len(rec['ubatches']):,} ubatches recorded; "
                f"token ids generated: {rec['generated'][:8]}")

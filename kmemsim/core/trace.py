@@ -42,7 +42,9 @@ class Op(IntEnum):
     KMEM = 14        # npages of kernel memory charged to the memcg that the trace does not model
                      # otherwise (slab: dentries, inodes, task structs); never reclaimed
     DIO_READ = 15    # pread(2) of an O_DIRECT fd: map = -1, flags = file id, page/npages = file pages;
-                     # from the device, not through the page cache (pgpgin; the task waits for it)
+                     # from the device, not through the page cache (pgpgin; the task waits for it);
+                     # arg 1: one of a batch in flight together, the batch's next read without it
+                     # waits for all (an I/O worker pool: llama.cpp #25294's expert reads)
     DIO_WRITE = 16   # pwrite(2) of an O_DIRECT fd: as DIO_READ; pgpgout, and the range's cached
                      # pages are removed from the page cache with no shadow entry
 

@@ -3,10 +3,11 @@ run(out_dir, quick=False, progress=None) -> pandas.DataFrame (the summary it wro
 from __future__ import annotations
 
 from ..core.errors import InputError
-from . import dynakv_latency, dynakv_phone, llms_capacity, llms_phone, llms_switch, mzcache_apps, mzcache_ttft
+from . import (dynakv_latency, dynakv_phone, llms_capacity, llms_phone, llms_switch, moe_paging, mzcache_apps,
+               mzcache_ttft)
 
 EXPERIMENTS = {m.NAME: m for m in (mzcache_ttft, mzcache_apps, llms_switch, llms_capacity, llms_phone, dynakv_latency,
-                                    dynakv_phone)}
+                                    dynakv_phone, moe_paging)}
 
 
 def names() -> list[str]:

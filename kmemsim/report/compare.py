@@ -87,9 +87,10 @@ def workload_from_scenario(path, overrides=(), kv_manager=None) -> Workload:
 
 
 def workload_from_model(path, prompt=256, decode=32, ctx=4096, batch=512, ubatch=512, paths=1,
-                        requests=1, kv_manager=None, seed=0) -> Workload:
+                        requests=1, kv_manager=None, seed=0, load_mode="mmap", moe_routing="uniform") -> Workload:
     tr = lw.generate(str(path), prompt=prompt, decode=decode, ctx=ctx * paths, batch=batch, ubatch=ubatch,
-                     seqs=paths, requests=requests, kv_manager=kv_manager, seed=seed)
+                     seqs=paths, requests=requests, kv_manager=kv_manager, seed=seed, load_mode=load_mode,
+                     moe_routing=moe_routing)
     prompts = {f"request {k}": int(prompt) for k in range(int(requests))}
     return Workload(tr, Path(path).stem, f"model {path}", prompts, batch, min(ubatch, batch), paths,
                     {"model": str(path), "prompt": prompt, "decode": decode, "ctx": ctx, "paths": paths,
@@ -146,6 +147,21 @@ def load_workload(path, overrides=(), kv_manager=None, **model_kw) -> Workload:
             raise InputError("--set applies to scenario files, not to a model")
         return workload_from_model(p, kv_manager=kv_manager, **model_kw)
     raise InputError(f"{path}: expected a model (.gguf) or a scenario (.toml)")
+
+
+def run_load_modes(path, modes, policies, dev, cfg: dict, **model_kw) -> Comparison:
+    """A model's load modes side by side (an MoE model's expert paging: page-cache, willneed,
+    direct:SLOTS, pin-hot:N, cold:T): a trace per mode, each replayed under every policy; a run is
+    named by its mode (and its policy, when more than one)."""
+    runs, first = [], None
+    for mode in modes:
+        wl = workload_from_model(path, load_mode=mode, **model_kw)
+        first = first or wl
+        for r in run(wl, policies, dev, cfg).runs:
+            r.policy = mode if len(policies) == 1 else f"{r.policy} {mode}"
+            runs.append(r)
+    first.params["load_modes"] = list(modes)
+    return Comparison(first, dev, cfg, dev.zram_algo(cfg.get("zram")), runs, summarize(runs))
 
 
 def parse_policies(spec) -> list[str]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt   # noqa: E402
+from matplotlib.colors import to_rgb   # noqa: E402
 import numpy as np                # noqa: E402
 import pandas as pd               # noqa: E402
 
@@ -449,6 +450,34 @@ def experiment_lines(df, x, y, line, facet, logy=False, title="", xlabel="", yla
         if j == 0:
             ax.set_ylabel(ylabel or y)
     axes[0, -1].legend(fontsize=7, loc="upper right")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def winner_map(df, x, y, value, facet, title="", xlabel="", ylabel="", note=None) -> bytes:
+    """Which `value` (a category: the winner) holds each (x, y) cell, one panel per `facet` value,
+    each cell labelled with it (and with `note`'s column under it, when given)."""
+    panels = list(dict.fromkeys(df[facet]))
+    names = sorted(df[value].unique())
+    xs, ys = sorted(df[x].unique()), sorted(df[y].unique())
+    fig, axes = plt.subplots(1, len(panels), figsize=(1.2 * len(xs) * len(panels) + 2, 0.55 * len(ys) + 1.8),
+                             squeeze=False)
+    cmap = {n: f"C{i}" for i, n in enumerate(names)}
+    for ax, p in zip(axes[0], panels):
+        sub = df[df[facet] == p]
+        img = np.ones((len(ys), len(xs), 3))
+        for _, r in sub.iterrows():
+            i, j = ys.index(r[y]), xs.index(r[x])
+            img[i, j] = to_rgb(cmap[r[value]])
+            label = str(r[value]) + (f"\n{r[note]}" if note else "")
+            ax.text(j, i, label, ha="center", va="center", fontsize=7, color="white")
+        ax.imshow(img, origin="lower", aspect="auto")
+        ax.set_xticks(range(len(xs)), [f"{v:g}" for v in xs])
+        ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys])
+        ax.set_xlabel(xlabel or x)
+        ax.set_ylabel(ylabel or y)
+        ax.set_title(str(p), fontsize=9)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return _png(fig)

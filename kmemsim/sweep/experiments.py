@@ -27,6 +27,7 @@ SPLITS = {
     "mzcache-ttft": ("devices", "models", "contexts"),
     "llms-switch": ("devices", "models", "patterns", "contexts"),
     "llms-capacity": ("budgets",),
+    "moe-paging": ("devices",),
 }
 
 

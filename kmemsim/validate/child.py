@@ -10,8 +10,12 @@ mapped_file_pages) so parent and child share them. Modes: "run" (the reference r
 (import llama_cpp and stop: the interpreter + libraries footprint), "probe" (load metadata only with
 no_alloc and create the context: llama.cpp's own buffer sizes, no weight is read), "warm" (the
 reference run, stopping before the prompt, each decode step and the end for the parent to clear and
-read the pages' referenced bits: kmemsim.validate.measure.engine_warm_set). With GATE (kmemsim
-is-live), the run waits after Llama() for the controller's go.
+read the pages' referenced bits: kmemsim.validate.measure.engine_warm_set), "moe-page-cache" and
+"moe-willneed" (the reference run of an MoE model with each layer's routed experts recorded from its
+ffn_moe_topk node; willneed also issues llama.cpp #26003's madvise calls around them: WILLNEED over
+the routed experts' slices once the router has chosen, DONTNEED once the layer's ffn_moe_down is
+computed; the expert tensors' offsets from experts.json beside OUT: kmemsim.validate.moe). With GATE
+(kmemsim is-live), the run waits after Llama() for the controller's go.
 
 The main program runs at module level, as a script's does (the Llama object is a global that
 Py_FinalizeEx drops at the end, as the teardown kmemsim.validate.predict models)."""
@@ -118,6 +122,68 @@ if __name__ == "__main__":
         res["status_after"] = status()
         write()
         sys.exit(0)
+    if mode.startswith("moe-"):
+        # the eval callback on llama.cpp's context (llama-cpp-python builds Llama()'s context from
+        # llama_context_default_params(): patched as "probe" patches the model's), asking for each
+        # layer's ffn_moe_topk (and, for willneed, ffn_moe_down) node; the scheduler computes up to
+        # an asked node and calls back with it computed
+        import llama_cpp.llama_cpp as _lc
+        class _T(ctypes.Structure):      # struct ggml_tensor's head (ggml.h; kmemsim.workload.llama.cb_eval)
+            _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p), ("ne", ctypes.c_int64 * 4),
+                        ("nb", ctypes.c_size_t * 4), ("op", ctypes.c_int), ("op_params", ctypes.c_int32 * 16),
+                        ("flags", ctypes.c_int32), ("src", ctypes.c_void_p * 10), ("view_src", ctypes.c_void_p),
+                        ("view_offs", ctypes.c_size_t), ("data", ctypes.c_void_p), ("name", ctypes.c_char * 64)]
+        with open(os.path.join(os.path.dirname(os.path.abspath(out)), "experts.json")) as f:
+            _spec = json.load(f)
+        _exps = {int(k): v for k, v in _spec["layers"].items()}   # layer -> [[offset, slice bytes]]
+        _nexp = int(_spec["n_expert"])
+        _willneed = mode == "moe-willneed"
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        _base, _cur, res["routing"], res["madvise_calls"] = [None], {}, [], 0
+        def _file_base():
+            """Where file offset 0 of the model would be in llama.cpp's mapping (/proc/self/maps)."""
+            with open("/proc/self/maps") as f:
+                for line in f:
+                    p = line.split(None, 5)
+                    if len(p) == 6 and os.path.realpath(p[5].strip()) == os.path.realpath(model):
+                        return int(p[0].split("-")[0], 16) - int(p[2], 16)
+        def _advise(il, ids, advice):
+            for off, sl in _exps[il]:
+                for e in ids:
+                    a = _base[0] + off + e * sl
+                    lo = a // 4096 * 4096        # posix_madvise wants a page-aligned start (#26003's fix)
+                    if _libc.madvise(lo, a + sl - lo, advice) != 0:
+                        raise OSError(ctypes.get_errno(), "madvise")
+                    res["madvise_calls"] += 1
+        @_lc.ggml_backend_sched_eval_callback
+        def _cb(t, ask, user):
+            node = ctypes.cast(t, ctypes.POINTER(_T)).contents
+            name = node.name.decode(errors="replace")
+            topk = name.startswith("ffn_moe_topk-")
+            down = _willneed and name.startswith("ffn_moe_down-")
+            if ask:
+                return topk or down
+            il = int(name.rsplit("-", 1)[1]) if (topk or down) else -1
+            if topk:
+                k, n = int(node.ne[0]), int(node.ne[1])
+                rows = [list((ctypes.c_int32 * k).from_address(node.data + i * int(node.nb[1]))) for i in range(n)]
+                res["routing"].append([il, rows])
+                _cur[il] = sorted({e for r in rows for e in r})
+                if _willneed:
+                    if _base[0] is None:
+                        _base[0] = _file_base()
+                    _advise(il, _cur[il], 3)          # MADV_WILLNEED
+            elif down:
+                _advise(il, _cur.pop(il), 4)          # MADV_DONTNEED
+            return True
+        _cparams = _lc.llama_context_default_params
+        def _with_cb():
+            p = _cparams()
+            p.cb_eval = _cb
+            p.cb_eval_user_data = None
+            return p
+        _lc.llama_context_default_params = _with_cb
     def mark(tag):
         if mode == "warm":               # tell the parent, wait for its go
             print("KMEMSIM", tag, flush=True)
@@ -135,6 +201,20 @@ if __name__ == "__main__":
                           use_mmap=True, use_mlock=False, verbose=True)
     t1 = time.monotonic()
     res["load_s"] = t1 - t0
+    if mode == "moe-willneed":
+        # #26003 never populates the experts; llama.cpp 0.3.36's loader did (MAP_POPULATE): give
+        # them back before the prompt, so the run starts as a lazy load would (the experts' PTEs
+        # zapped, their clean page cache invalidated: madvise DONTNEED, posix_fadvise DONTNEED)
+        _base[0] = _file_base()
+        _fd = os.open(model, os.O_RDONLY)
+        for _il, _ts in _exps.items():
+            for off, sl in _ts:
+                _n = sl * _nexp
+                _lo = (_base[0] + off) // 4096 * 4096
+                if _libc.madvise(_lo, _base[0] + off + _n - _lo, 4) != 0:
+                    raise OSError(ctypes.get_errno(), "madvise")
+                os.posix_fadvise(_fd, off, _n, os.POSIX_FADV_DONTNEED)
+        os.close(_fd)
     # kmemsim is-live's gate (an 11th argument, the gate's path): hand the controller the pid and
     # llama.cpp's log once Llama() has returned, and wait for its go (kmemsim.validate.live_is)
     if len(sys.argv) > 10:

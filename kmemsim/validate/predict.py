@@ -105,11 +105,12 @@ def _engine_kmem_pages(engine):
 
 
 def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, engine=None, probe=None,
-                warm=None, time_model=None, kv_manager=None):
+                warm=None, time_model=None, kv_manager=None, session_kw=None):
     """The predicted trace and the LlamaSession that generated its llama.cpp part. `warm`: the
     engine's warm set per llama_decode call (validate.measure.engine_warm_set); `time_model`: the compute
     speed that times it (this machine's profile; None: the default device's); `kv_manager`: who keeps
-    the KV cache (None: llama.cpp's own)."""
+    the KV cache (None: llama.cpp's own); `session_kw`: more of LlamaSession's arguments (an MoE load
+    mode and routing: kmemsim.validate.moe)."""
     b = TraceBuilder(source="kmemsim predict")
     t = 0
     b.process(t, PID, "python3 (llama-cpp-python)")
@@ -165,7 +166,8 @@ def build_trace(model, prompt, decode, ctx, batch=512, ubatch=512, threads=2, en
             host.grow = b.mmap(t, PID, "engine heap growth (work buffers, logits rows)", host.grow_pages,
                                flags=MapFlag.READ | MapFlag.WRITE, cls=PageClass.HEAP)
     s = lw.LlamaSession(model, b, pid=PID, ctx=ctx, batch=batch, ubatch=ubatch, time_model=time_model,
-                        compute_buffer_bytes=compute, host=host, threads=threads, kv_manager=kv_manager)
+                        compute_buffer_bytes=compute, host=host, threads=threads, kv_manager=kv_manager,
+                        **(session_kw or {}))
     t = s.load(t + 1, start_process=False)
     # the reference run's own prompt ids (their token_embd rows are what get_rows reads); the greedy
     # decode's ids are the weights' choice: those the warm run generated, then the session's draw
@@ -224,7 +226,7 @@ def stats_age_ms(memcg_interval):
 def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, threads=2, zram="lz4:4G",
             swappiness=60, policy="stock", engine=None, probe=None, warm=None, keep_result=False,
             stats_flush_ms=0.0, device=None, recorded=False, stats_flush_phase_ms=0.0, kv_manager=None,
-            kernel=None, refresh=False) -> dict:
+            kernel=None, refresh=False, session_kw=None) -> dict:
     """Predicted metrics of the reference run (keys as in METRICS) plus the configuration.
     stats_flush_ms: how stale the memcg statistics reclaim reads are (Config.stats_flush_ms): 0 reads
     them as they are; FLUSH_TIME_MS as the kernel alone leaves them (`kmemsim predict`'s default).
@@ -264,7 +266,7 @@ def predict(model, prompt, decode, ctx, mem_limit, batch=512, ubatch=512, thread
     steps.update()
     steps.set_postfix_str("the trace")
     tr, sess, n = build_trace(model, prompt, decode, ctx, batch, ubatch, threads, engine, probe, warm,
-                              prof.time_model() if prof is not None else None, kv_manager)
+                              prof.time_model() if prof is not None else None, kv_manager, session_kw)
     notes += n
     cfg = Config(memcg_limit=limit, zram=zram, swappiness=swappiness, policy=policy, sample_ms=10.0,
                  threads=int(threads), stats_flush_ms=float(stats_flush_ms),

@@ -154,12 +154,13 @@ def child_pythonpath_removed():
 
 
 def reference_child(model, prompt, decode, ctx, mem_limit, outdir, batch, ubatch, threads, zram, swappiness,
-                     memcg_interval, record) -> int:
-    """One reference run in `outdir` (kmemsim.live.recorder.run_command, recorded or not); its exit status."""
+                     memcg_interval, record, mode="run") -> int:
+    """One reference run in `outdir` (kmemsim.live.recorder.run_command, recorded or not); its exit
+    status. mode: the child's (child.py; "moe-page-cache", "moe-willneed": kmemsim.validate.moe)."""
     os.makedirs(outdir, exist_ok=True)
     script = child_script(outdir)
     res_path = os.path.join(outdir, "llama_result.json")
-    argv = child_argv(script, "run", res_path, model, prompt, decode, ctx, batch, ubatch, threads)
+    argv = child_argv(script, mode, res_path, model, prompt, decode, ctx, batch, ubatch, threads)
     with child_pythonpath_removed():
         rc = run_command(argv, os.path.join(outdir, "run"), mem_limit=mem_limit, zram=zram,
                          swappiness=swappiness, drop_caches=True, smaps_interval=0, record=record,

@@ -379,6 +379,20 @@ def cases() -> list[Case]:
     add("layout-layers-huge", lay + "Qwen3-0.6B --layers 100000", "n_layer (--layers) 100,000 is outside 0..1,024")
     add("layout-nothing", "workload llama --prompt 4 --decode 1 --ctx 64 -o {out}/t.parquet",
         "give MODEL.gguf or --preset NAME")
+    # MoE expert paging (issue 42): a dense model given an MoE mode, slots above the expert count,
+    # a skew or locality outside its range
+    add("moe-dense", lay + "Qwen3-0.6B --layers 1 --load-mode willneed", "the model has no experts")
+    add("moe-slots", lay + "Qwen3-30B-A3B --layers 1 --load-mode direct:129", "direct:SLOTS 129: must be at most 128")
+    add("moe-slots-few", lay + "Qwen3-30B-A3B --layers 1 --load-mode direct:2", "must be at least 8")
+    add("moe-pin", lay + "Qwen3-30B-A3B --layers 1 --load-mode pin-hot:0", "pin-hot:N 0: must be at least 1")
+    add("moe-cold", lay + "Qwen3-30B-A3B --layers 1 --load-mode cold:x", "cold:x: T must be an integer")
+    add("moe-mode", lay + "Qwen3-30B-A3B --layers 1 --load-mode lazy", "--load-mode 'lazy'")
+    add("moe-skew", lay + "Qwen3-30B-A3B --layers 1 --moe-routing zipf:11", "0 < S <= 10")
+    add("moe-stick", lay + "Qwen3-30B-A3B --layers 1 --moe-routing uniform,stick=1.5", "stick=P or corr=C")
+    add("moe-recorded", lay + "Qwen3-30B-A3B --layers 1 --moe-routing recorded:{d}/ok.gguf", "not a routing recording")
+    add("moe-exp-skew", "experiment moe-paging -o {out}/e --quick --set skews=11", "skews: 11 is outside 0..10")
+    add("moe-exp-strategy", "experiment moe-paging -o {out}/e --quick --set strategies=mlock-all",
+        "unknown mlock-all")
 
     # --- model synth --------------------------------------------------------------------------
     sy = "model synth {out}/m.gguf "

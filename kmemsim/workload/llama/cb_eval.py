@@ -18,6 +18,8 @@ from ...core.errors import InputError
 from ..gguf_layout import read_layout
 from ...core.trace import TraceBuilder
 from .graph import graph_order
+from . import experts
+from .routing import Router
 from .session import LlamaSession, random_token_ids
 
 GGML_MAX_DIMS, GGML_MAX_SRC, GGML_MAX_OP_PARAMS, GGML_MAX_NAME = 4, 10, 64, 64
@@ -67,10 +69,13 @@ def _llama():
 
 
 def record(model_path, prompt=8, decode=4, ctx=512, batch=512, ubatch=512, kv_type="f16",
-           load_mode="mmap", flash_attn=None, repack=True, seed=0, threads=2):
+           load_mode="mmap", flash_attn=None, repack=True, seed=0, threads=2, routing=False):
     """Run llama.cpp on model_path: a random prompt of `prompt` token ids, then `decode` greedy tokens.
     Returns {"ubatches": [[item, ...], ...] (graph-order weight/KV items per ubatch),
-    "tokens": [...], "generated": [...], "n_outputs": [...]}; items are tensor names or "kv<il>"."""
+    "tokens": [...], "generated": [...], "n_outputs": [...]}; items are tensor names or "kv<il>".
+    With routing, also "routing": [(layer, int32 [tokens, k])] in the order computed: each MoE layer's
+    `ffn_moe_topk-<il>` node (llm_graph_context::build_moe_ffn: the router's top-k expert ids, a view
+    [n_expert_used, n_tokens] of the argsort), read after it is computed (the callback asks for it)."""
     llama_cpp = _llama()
     L = read_layout(model_path)
     names = {t.name for t in L.tensors}
@@ -92,14 +97,21 @@ def record(model_path, prompt=8, decode=4, ctx=512, batch=512, ubatch=512, kv_ty
     model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mp)
     if not model:
         raise InputError(f"{model_path}: llama.cpp could not load the model")
-    ubatches, cur, done = [], [], []
+    ubatches, cur, done, routed = [], [], [], []
 
     def cb(t, ask, user):
-        if not ask:
-            return True
         if not t:
             return False
         node = ctypes.cast(t, ctypes.POINTER(ggml_tensor)).contents
+        topk = routing and node.name.startswith(b"ffn_moe_topk-")
+        if not ask:
+            if topk:                              # computed: its ids, row by row (nb[1] apart)
+                k, n = int(node.ne[0]), int(node.ne[1])
+                base = ctypes.cast(node.data, ctypes.c_void_p).value
+                rows = [np.ctypeslib.as_array((ctypes.c_int32 * k).from_address(base + i * int(node.nb[1])))
+                        for i in range(n)]
+                routed.append((int(node.name.split(b"-")[1]), np.array(rows, np.int32)))
+            return True
         srcs = [node.src[i] for i in range(GGML_MAX_SRC) if node.src[i]]
         if cur and any(s.contents.name == b"inp_tokens" for s in srcs):
             # get_rows(tok_embd, inp_tokens) (llm_graph_context::build_inp_embd) opens every ubatch
@@ -112,7 +124,7 @@ def record(model_path, prompt=8, decode=4, ctx=512, batch=512, ubatch=512, kv_ty
             item = f"kv{m.group(1)}" if m else (nm if nm in names else None)
             if item and (not cur or cur[-1] != item):
                 cur.append(item)
-        return False
+        return topk
 
     cb_c = llama_cpp.ggml_backend_sched_eval_callback(cb)
     cp = llama_cpp.llama_context_default_params()
@@ -161,7 +173,8 @@ def record(model_path, prompt=8, decode=4, ctx=512, batch=512, ubatch=512, kv_ty
             if rc != 0:
                 raise InputError(f"llama_decode failed with {rc}")
             ubatches.extend(done + [list(cur)])
-        return {"ubatches": ubatches, "tokens": toks, "generated": gen, "n_vocab": n_vocab}
+        return {"ubatches": ubatches, "tokens": toks, "generated": gen, "n_vocab": n_vocab, "routing": routed,
+                "n_expert": L.hparams.get("n_expert", 0)}
     finally:
         llama_cpp.llama_free(lctx)
         llama_cpp.llama_model_free(model)
@@ -207,16 +220,21 @@ def _order_from_items(items):
 
 
 def trace(model_path, prompt, decode, ctx, batch=512, ubatch=512, kv_type="f16", load_mode="mmap",
-          prefetch=True, flash_attn=None, repack=True, seed=0, pid=1000, moe_routing="uniform"):
+          prefetch=True, flash_attn=None, repack=True, seed=0, pid=1000, moe_routing="uniform", routing=False):
     """A trace whose per-ubatch weight order is the one llama.cpp recorded (the rest - mappings,
-    load, KV, buffers - comes from the same model as the generator)."""
-    rec = record(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mode, flash_attn,
-                 repack, seed)
+    load, KV, buffers - comes from the same model as the generator). An MoE load mode (page-cache,
+    willneed, ...) runs llama.cpp with plain mmap and pages the trace's experts that way; with
+    routing, the trace's experts are the ones llama.cpp routed to."""
+    real_mode = "mmap" if experts.is_moe_mode(load_mode) else load_mode
+    rec = record(model_path, prompt, decode, ctx, batch, ubatch, kv_type, real_mode, flash_attn,
+                 repack, seed, routing=routing)
     b = TraceBuilder(source="kmemsim trace llama (cb_eval)")
     s = LlamaSession(model_path, b, pid=pid, ctx=ctx, batch=batch, ubatch=ubatch, kv_type=kv_type,
                      load_mode=load_mode, prefetch=prefetch, flash_attn=flash_attn,
                      repack="auto" if repack else "none", moe_routing=moe_routing, seed=seed)
     s.orders = iter([_order_from_items(u) for u in rec["ubatches"]])
+    if routing and rec["routing"]:
+        s.router = Router.replaying(rec["routing"], s.hp)
     t = s.load(0)
     t = s.request(prompt, decode, t, tokens=np.array(rec["tokens"] + rec["generated"] + [0], np.int64))
     s.close(t)

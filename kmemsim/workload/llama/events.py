@@ -30,13 +30,14 @@ class Events:
         a, n = page_span(off, nbytes)
         self._buf.append((int(t), self.pid, int(op), int(m), int(a), int(n), int(arg), 0))
 
-    def ranges(self, t, op, m, a, n):
-        """One event per page run (first pages a, counts n) of mapping m, all at time t."""
+    def ranges(self, t, op, m, a, n, arg=0):
+        """One event per page run (first pages a, counts n) of mapping m, all at time t (arg: a
+        madvise's advice)."""
         self._scalars_to_chunk()
         k = len(a)
         full = lambda v: np.full(k, v, np.int64)
         self._chunks.append((full(t), full(self.pid), full(int(op)), full(m), np.asarray(a, np.int64),
-                             np.asarray(n, np.int64), full(0), full(0)))
+                             np.asarray(n, np.int64), full(int(arg)), full(0)))
 
     def _scalars_to_chunk(self):
         if self._buf:

@@ -20,13 +20,14 @@ import numpy as np
 from ...core.errors import InputError
 from ...core.limits import (MAX_PID, MAX_REQUESTS, MAX_SEQS, MAX_TOKENS, check_events, check_int)
 from ...core.trace import Advice, MapFlag, Op, PageClass, Trace, TraceBuilder
-from ...core.units import PAGE_SIZE as P, pad, page_span, page_runs, pages
+from ...core.units import PAGE_SIZE as P, pad, page_span, pages
 from ...engine import managers
 from ...engine.time import device
 from ...engine.time.compute import TimeCursor
 from ..gguf_layout import layout_of
 from . import buffers
 from .buffers import LOAD_MODES, REPACK_TYPES, host_cpu_features
+from . import experts
 from .events import Events
 from .graph import (estimate_events, get_rows_order, graph_order, is_matmul_weight, macs_per_row,
                     mul_mat_chunk_pages, output_rows_only, split_prompt)
@@ -49,7 +50,8 @@ class LlamaSession:
     def __init__(self, model, builder: TraceBuilder, pid=1000, name="llama", ctx=4096, batch=512,
                  ubatch=512, kv_type="f16", load_mode="mmap", prefetch=True, seqs=1, flash_attn=None,
                  repack="auto", moe_routing="uniform", seed=0, time_model=None, kv_max_runs=64,
-                 compute_buffer_bytes=None, host: HostSet | None = None, threads=1, kv_manager=None):
+                 compute_buffer_bytes=None, host: HostSet | None = None, threads=1, kv_manager=None,
+                 moe_populate=None):
         self.L = layout_of(model)
         self.threads = max(1, int(threads))   # ggml's threads: how get_rows and the matmuls split
         # the compute buffer's size as llama.cpp reports it ("CPU compute buffer size"), when known;
@@ -70,8 +72,12 @@ class LlamaSession:
             raise InputError("--seqs must be positive")
         if kv_type not in managers.KV_TYPES:
             raise InputError(f"--kv-type {kv_type!r}: choose one of {', '.join(managers.KV_TYPES)}")
-        if load_mode not in LOAD_MODES:
-            raise InputError(f"--load-mode {load_mode!r}: choose one of {', '.join(LOAD_MODES)}")
+        self.moe_mode = None                 # an MoE load mode: (strategy class, its number)
+        if experts.is_moe_mode(load_mode):
+            self.moe_mode = experts.parse(load_mode, self.hp)
+        elif load_mode not in LOAD_MODES:
+            raise InputError(f"--load-mode {load_mode!r}: choose one of {', '.join(LOAD_MODES)}, or for an MoE "
+                             f"model {', '.join(experts.MOE_MODES)}")
         self.seqs = int(seqs)
         # llama_context::llama_context: n_ctx padded to 256; per-stream size n_ctx_seq (kv_unified=false)
         self.n_ctx = pad(int(ctx), 256)
@@ -92,7 +98,7 @@ class LlamaSession:
         self.flash_attn = bool(flash_attn)
         self.v_trans = not self.flash_attn
         self.load_mode = load_mode
-        self.use_mmap = load_mode in ("mmap", "mmap+mlock")
+        self.use_mmap = load_mode in ("mmap", "mmap+mlock") or self.moe_mode is not None
         self.mlock = load_mode in ("mmap+mlock", "mlock")
         self.prefetch = bool(prefetch) and self.use_mmap
         cpu = host_cpu_features() if repack == "auto" else ("none" if repack in (False, "none", "off")
@@ -107,6 +113,13 @@ class LlamaSession:
         self.kv = None                                                     # and the context's, once created
         self.router = Router(moe_routing, self.hp, self.rng)
         self.order = graph_order(self.L)
+        # how the experts are paged (experts.py); mmap on an MoE model is the page-cache strategy
+        if self.moe_mode is None and self.hp.get("n_expert"):
+            self.moe_mode = (experts.PageCache, None)
+        self.moe = None
+        # None: the MoE mode's own load; True: the whole file populated at load whatever the mode, as
+        # unmodified llama.cpp 0.3.36 loads under the live check's madvise loader (validate/moe.py)
+        self.moe_populate = moe_populate
         self.orders = None     # per-ubatch graph orders (an iterator) that replace `order` in turn (cb_eval's)
         self.t = 0
         self.loaded = False
@@ -130,7 +143,8 @@ class LlamaSession:
                                    v_trans=self.v_trans, max_runs=self.kv_max_runs)
 
     # ---- helpers -----------------------------------------------------------------------------
-    def _map_of(self, kind):
+    def map_of(self, kind):
+        """The mapping id of a buffer kind: "file" (the mmap), "repack" or "cpu"."""
         return {"file": self.m_file, "repack": self.m_repack, "cpu": self.m_cpu}[kind]
 
     def _phase(self, t, name):
@@ -149,6 +163,8 @@ class LlamaSession:
         if self.host_touch:                      # the loader's code (gguf, vocabulary, hparams)
             self.host_touch.load_code(t)
         self._plan_buffers()
+        if self.moe_mode is not None:
+            self.moe = self.moe_mode[0](self, self.moe_mode[1])
         fpages = L.file_pages
         self.fid = b.file(L.path or f"<layout:{L.name}>", fpages)
         self.m_file = self.m_repack = self.m_cpu = -1
@@ -177,10 +193,15 @@ class LlamaSession:
             # llama.cpp itself; prefetch=False models a build/patch without it (e.g. llama.rn on Android).
             self.events.event(t, Op.FADVISE, -1, 0, fpages, int(Advice.SEQUENTIAL), self.fid)
             flags = MapFlag.SHARED | MapFlag.READ | MapFlag.WEIGHTS
-            if self.prefetch:
+            lazy = self.moe is not None and not (self.moe.populate if self.moe_populate is None
+                                                 else self.moe_populate)   # a mode that prefetches by itself
+            if self.prefetch and not lazy:
                 flags |= MapFlag.POPULATE
             self.m_file = self.events.mmap(t, "weights (mmap)", fpages, file=self.fid, flags=flags)
-            if self.prefetch:
+            if self.prefetch and lazy:
+                self.moe.load_prefetch(t)
+                t += int(L.file_size * self.tm.ns_per_load_byte)
+            elif self.prefetch:
                 # The MMAP event's POPULATE flag is the populate (mm_populate() inside mmap(2), see
                 # c_ext/mmap.c); madvise(WILLNEED) comes after it returns.
                 self.events.event(t, Op.MADVISE, self.m_file, 0, fpages, int(Advice.WILLNEED))
@@ -203,7 +224,7 @@ class LlamaSession:
             a, n = page_span(tt.data_offset, tt.n_bytes)
             self.events.event(t, Op.READ, src_map, a, n)
             t += int(tt.n_bytes * self.tm.ns_per_load_byte)
-            self.events.access(t, Op.WRITE, self._map_of(kind), dst, tt.n_bytes)
+            self.events.access(t, Op.WRITE, self.map_of(kind), dst, tt.n_bytes)
         if not self.use_mmap:
             self.events.event(t, Op.MUNMAP, self.m_read, 0, fpages)
         if self.mlock:
@@ -227,6 +248,8 @@ class LlamaSession:
             a_start, a_stop = -(-last // P), L.file_size // P
             if used and a_start < a_stop:
                 self.events.event(t, Op.MUNMAP, self.m_file, a_start, a_stop - a_start)
+        if self.moe is not None:
+            self.moe.loaded(t)
         self._create_context(t)
         self.t = t
         self.loaded = True
@@ -257,6 +280,8 @@ class LlamaSession:
             self.order = next(self.orders, self.order)
         b, pid, hp = self.b, self.pid, self.hp
         self._phase(t, phase)
+        if self.moe is not None:                 # the model's expert paging, shared by its contexts
+            self.moe.bind(self)
         n_tok = len(tokens) * len(streams)
         n_kv = min(self.kv_size, max(256, pad(pos0 + len(tokens), 256)))   # llama_kv_cache::get_n_kv
         cur = float(t)
@@ -280,7 +305,7 @@ class LlamaSession:
                 rb = tt.row_bytes
                 a = (base + rows * rb) // P
                 e = -(-(base + (rows + 1) * rb) // P)
-                self.events.ranges(int(tm_.t), Op.READ, self._map_of(where), a, e - a)
+                self.events.ranges(int(tm_.t), Op.READ, self.map_of(where), a, e - a)
                 tm_.adv(len(rows) * rb, 0)
             elif kind == "w":
                 tt = self.L.tensor(name)
@@ -290,27 +315,29 @@ class LlamaSession:
                     where, base = self.where[name]
                 mm = where != "repack" and (is_matmul_weight(tt) or name == "token_embd.weight")
                 chunk = mul_mat_chunk_pages(tt, n_rows, self.threads) if mm else 0
-                self.events.access(int(tm_.t), Op.READ, self._map_of(where), base, tt.n_bytes, chunk)
+                self.events.access(int(tm_.t), Op.READ, self.map_of(where), base, tt.n_bytes, chunk)
                 tm_.adv(tt.n_bytes, n_rows * macs_per_row(kind, tt, hp))
             elif kind == "router":
                 tt = self.L.tensor(name)
                 where, base = self.where[name]
-                self.events.access(int(tm_.t), Op.READ, self._map_of(where), base, tt.n_bytes)
+                self.events.access(int(tm_.t), Op.READ, self.map_of(where), base, tt.n_bytes)
                 tm_.adv(tt.n_bytes, n_rows * macs_per_row(kind, tt, hp))
                 il = int(name.split(".")[1])
-                self._experts = self.router.route(il, n_tok)
+                # the tokens routed: the last layer's FFN works on the output rows only (inp_out_ids)
+                self._experts = self.router.route(il, n_rows)
+                self.moe.routed(int(tm_.t), il, self._experts, self.router.last)
+                self._exps_j = 0
             elif kind == "exps":
                 tt = self.L.tensor(name)
-                where, base = self.where[name]
-                X = self.hp["n_expert"]
-                sl = tt.n_bytes // X
                 ex = self._experts
-                a, n = page_runs(base + ex * sl, base + (ex + 1) * sl)
-                self.events.ranges(int(tm_.t), Op.READ, self._map_of(where), a, n)
-                tm_.adv(len(ex) * sl, n_rows * macs_per_row(kind, tt, hp))
+                self.moe.read(int(tm_.t), int(name.split(".")[1]), self._exps_j, tt, ex)
+                self._exps_j += 1
+                tm_.adv(len(ex) * (tt.n_bytes // self.hp["n_expert"]), n_rows * macs_per_row(kind, tt, hp))
             elif kind == "kv":
                 self.kv.update(int(tm_.t), name, pos0, len(tokens), n_kv, streams)
             node_times.append(int(tm_.t))
+        if self.moe is not None:
+            self.moe.step_done(int(tm_.t), n_tok)
         # logits copied out of the compute buffer, then sampled
         ob = 4 * hp["n_vocab"] * n_out
         self.events.access(int(tm_.t), Op.WRITE, self.m_out, 0, ob)
@@ -383,7 +410,7 @@ class LlamaSession:
         s = LlamaSession(self.L, self.b, pid=self.pid,
                          **{"time_model": self.tm, "kv_manager": self.kv_manager.name, **kw})
         s._plan_buffers()
-        for a in ("fid", "m_file", "m_repack", "m_cpu", "m_read"):
+        for a in ("fid", "m_file", "m_repack", "m_cpu", "m_read", "moe"):
             setattr(s, a, getattr(self, a, -1))
         s.events.anon_maps |= self.events.anon_maps
         s.events.seen = self.events.seen          # one record of what is touched: both sessions add to it
@@ -431,6 +458,7 @@ class LlamaSession:
                 "prefetch": self.prefetch, "seqs": self.seqs, "repack_cpu": self.cpu,
                 "repack_bytes": self.repack_bytes, **self.kv.meta(),
                 "moe_routing": self.router.spec if self.hp.get("n_expert") else None, "pid": self.pid,
+                **(self.moe.meta() if self.moe is not None else {}),
                 "prefill_tokens": self.prefill_tokens, "decode_tokens": self.decode_tokens,
                 "requests": self.n_requests,
                 "macs_per_token": self.step_macs[0], "macs_per_output": self.step_macs[1],

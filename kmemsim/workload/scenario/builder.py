@@ -272,7 +272,7 @@ def build_llm(scn: Scenario, pl: Plan, b: TraceBuilder, progress=None) -> None:
     model = model_layout(scn)
     kw = dict(ctx=llm.ctx * llm.paths, batch=llm.batch, ubatch=llm.ubatch, kv_type=llm.kv_type,
               load_mode=llm.load_mode, prefetch=llm.prefetch, seqs=llm.paths, name="llm",
-              seed=scn.seed, kv_manager=llm.kv_manager)
+              seed=scn.seed, kv_manager=llm.kv_manager, moe_routing=llm.moe_routing)
     sessions = [None] * len(llm.sessions)
     calls = llm_calls(scn, pl)
     if not calls:

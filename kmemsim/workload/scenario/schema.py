@@ -18,6 +18,7 @@ from ...core.trace import PageClass
 from ...core.units import PAGE_SIZE, parse_size
 from ...engine import managers
 from ...engine.managers import llms, mzcache
+from ..llama import experts, routing
 
 NS = 1_000_000_000
 MB = 1 << 20
@@ -213,6 +214,7 @@ class LlmCfg:
     sigma: float | None
     prompt: int | None     # fixed prompt instead of session deltas (kv-prealloc style)
     kv_manager: str = managers.DEFAULT     # who keeps the KV cache (kmemsim.engine.managers)
+    moe_routing: str = "uniform"           # an MoE model's routing (workload/llama/routing.py)
     calls: list = field(default_factory=list)   # arrival "calls": (seconds, session index)
     engine: str = "llama.cpp"              # the LLM app: llama.cpp on the CPU, or mzCache (its own memory)
     codec: str = "flexgen8"                # mzCache's KV codec
@@ -408,6 +410,17 @@ def _parse_matrix(t: _T, k, n, names):
     return (a / a.sum(1, keepdims=True)).tolist()
 
 
+def _load_mode(t: _T) -> str:
+    """llm.load_mode: one of LOAD_MODES, or an MoE model's expert paging (page-cache, willneed,
+    direct:SLOTS, pin-hot:N, cold:T: checked against the model when the session is built); and
+    llm.moe_routing checked as --moe-routing is."""
+    v = t.get("load_mode", "str", "mmap")
+    if v not in LOAD_MODES and not experts.is_moe_mode(v):
+        raise t.err("load_mode", f"{v!r}: choose one of {', '.join(LOAD_MODES)} or {', '.join(experts.MOE_MODES)}")
+    routing.parse(t.get("moe_routing", "str", "uniform"))
+    return v
+
+
 def _sigma(t: _T):
     """A Gaussian pattern's width: > 0 (at 0 every weight is exp(-inf): no distribution at all)."""
     v = t.get("sigma", "num", None, lo=0)
@@ -529,7 +542,8 @@ def _parse_llm(t: _T, path) -> LlmCfg:
         trim_step=t.get("trim_step", "num", 0.25, lo=0, hi=1),
         service=t.get("service", "str", "llms", choices=tuple(llms.SYSTEMS)),
         budget=parse_size(t.get("budget", "str", "3G"), "llm.budget"),
-        load_mode=t.get("load_mode", "str", "mmap", choices=LOAD_MODES),
+        load_mode=_load_mode(t),
+        moe_routing=t.get("moe_routing", "str", "uniform"),
         prefetch=t.get("prefetch", "bool", False),
         paths=t.get("paths", "int", 1, lo=1, hi=MAX_PATHS),
         decode=t.range("decode", (32, 32), integer=True, lo=1, hi=MAX_TOKENS),
