@@ -275,7 +275,7 @@ def test_compare_takes_the_load_modes(tmp_path):
     model = str(tmp_path / "moe.gguf")
     write_model(model, None, "q8_0", progress=False, **TINY_MOE)
     out = tmp_path / "cmp"
-    r = CliRunner().invoke(main, ["compare", model, "--policies", "stock", "--load-modes",
+    r = CliRunner().invoke(main, ["compare", model, "--policy", "stock", "--load-mode",
                                   "page-cache,willneed,direct:4,pin-hot:4,cold:2", "--memcg-limit", str(64 << 20),
                                   "--prompt", "8", "--decode", "8", "--ctx", "256", "-o", str(out)])
     assert r.exit_code == 0, r.output
@@ -287,7 +287,7 @@ def test_compare_takes_the_load_modes(tmp_path):
                                                          "n_expert_used": 0, "n_ff_exp": None})
     for m, mode, frag in ((dense, "willneed", "the model has no experts"), (model, "direct:17", "at most 16")):
         o = tmp_path / f"bad-{mode}"
-        r = CliRunner().invoke(main, ["compare", m, "--load-modes", f"page-cache,{mode}", "-o", str(o)])
+        r = CliRunner().invoke(main, ["compare", m, "--load-mode", f"page-cache,{mode}", "-o", str(o)])
         assert r.exit_code == 2 and frag in r.output and len(r.output.strip().splitlines()) == 1, r.output
         assert not o.exists()
 

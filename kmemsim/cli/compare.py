@@ -36,7 +36,8 @@ Example (the bundled small scenario on the default phone with 1 GiB of RAM; writ
 @click.option("--paths", type=int, default=1, show_default=True, help="MODEL.gguf: speculative paths (KV sequences)")
 @click.option("--requests", type=int, default=1, show_default=True, help="MODEL.gguf: requests")
 @options.kv_manager
-@click.option("--load-modes", default=None, metavar="MODE,...",
+@click.option("--load-mode", "load_modes", cls=options.Opt, old=options.VOCABULARY["--load-mode"], default=None,
+              metavar="MODE[,MODE...]",
               help="MODEL.gguf: load modes side by side, e.g. an MoE model's page-cache,willneed,direct:16,"
                    "pin-hot:64,cold:8 (docs/workloads.md)")
 @click.option("--moe-routing", default="uniform", show_default=True,
@@ -75,9 +76,9 @@ def compare(workload, policy, device_name, mem, mem_limit, zram, swappiness, pol
     if load_modes is not None:
         modes = [m.strip() for m in load_modes.split(",") if m.strip()]
         if not str(workload).endswith(".gguf") or not modes:
-            raise InputError("--load-modes: give modes (comma-separated) and a model (.gguf)")
+            raise InputError("--load-mode: give modes (comma-separated) and a model (.gguf)")
         if len(set(modes)) != len(modes):
-            raise InputError("--load-modes: a mode is listed twice")
+            raise InputError("--load-mode: a mode is listed twice")
         hp = read_layout(str(workload)).hparams
         for m in modes:                  # each mode checked against the model before any trace is built
             if experts.is_moe_mode(m):

@@ -21,6 +21,7 @@ VOCABULARY = {
     "--preset": ("--layout-only",),         # workload llama: a preset's layout instead of a file
     "--mem": ("--memory",),                 # RAM: the device's (replay, compare, demo), the guest's (vm run)
     "--dry-run": ("--layout-only",),        # model synth: print what would be written, write nothing
+    "--load-mode": ("--load-modes",),       # compare: one or several side by side, comma-separated
 }
 
 _TYPED = "kmemsim.typed"                    # ctx.meta: option name -> the flag the user typed
