@@ -10,7 +10,6 @@ import json
 import math
 
 import click
-import numpy as np
 
 from ..core.errors import InputError
 from ..core.limits import check_zram_size
@@ -66,6 +65,7 @@ def _whole_pages(n: int, what: str, raw) -> int:
 
 
 def _jsonable(x):
+    import numpy as np          # here: the summary's values are numpy's; `--help` needs none
     if isinstance(x, np.integer):
         return int(x)
     if isinstance(x, np.floating):
@@ -78,6 +78,7 @@ def _jsonable(x):
 
 
 def _scalar(v):
+    import numpy as np
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 

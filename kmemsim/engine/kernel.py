@@ -8,10 +8,10 @@ import glob
 import importlib.util
 import os
 import time
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, asdict
+from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
 from ..core import limits
 from ..core.errors import InputError
@@ -259,17 +259,63 @@ class PageState:
     RESIDENT, ACTIVE, UNEVICTABLE, REFERENCED, SHADOW = 1, 2, 4, 8, 16
 
 
-@dataclass
 class Result:
-    summary: dict                          # kernel-named totals, plus accesses/misses and peaks
-    timeline: pd.DataFrame                 # sampled counters and gauges over trace time
-    per_phase: pd.DataFrame                # counter totals per phase name
-    per_process: pd.DataFrame              # counter totals per pid
-    files: pd.DataFrame                    # per file: pages added/deleted/resident
-    page_states: dict = field(default_factory=dict)   # path -> per-page bits (PageState)
-    config: dict = field(default_factory=dict)
-    kills: pd.DataFrame = None             # pid, t (trace ns), by ("oom" or "lmkd"), reason: the tasks killed
-    lru_gen: dict = None                   # MGLRU's state at the end (lru_gen_state()); None with the classic lists
+    """What a replay gives back. The tables are pandas DataFrames built from the core's arrays on first
+    use, so a caller that reads only the summary (`kmemsim replay --json`) never loads pandas."""
+
+    def __init__(self, summary: dict, raw: dict, page_states: dict | None = None, config: dict | None = None,
+                 lru_gen: dict | None = None):
+        self.summary = summary             # kernel-named totals, plus accesses/misses and peaks
+        self.page_states = page_states if page_states is not None else {}   # path -> per-page bits (PageState)
+        self.config = config if config is not None else {}
+        self.lru_gen = lru_gen             # MGLRU's state at the end (lru_gen_state()); None with the classic lists
+        self._raw = raw                    # the core's arrays the tables below are made of
+
+    @cached_property
+    def timeline(self) -> "pd.DataFrame":
+        """Sampled counters and gauges over trace time."""
+        import pandas as pd
+        r = self._raw
+        tl = pd.DataFrame(r["timeline"], columns=["t", "phase"] + COUNTERS + GAUGES)
+        phases = r["phases"]
+        tl["phase"] = [phases[i] if 0 <= i < len(phases) else "" for i in tl["phase"]]
+        return tl
+
+    @cached_property
+    def per_phase(self) -> "pd.DataFrame":
+        """Counter totals per phase name."""
+        import pandas as pd
+        r = self._raw
+        return pd.DataFrame(r["per_phase"][:len(r["phases"])].astype(np.int64),
+                            index=pd.Index(r["phases"], name="phase"), columns=COUNTERS)
+
+    @cached_property
+    def per_process(self) -> "pd.DataFrame":
+        """Counter totals per pid."""
+        import pandas as pd
+        r = self._raw
+        return pd.DataFrame(r["per_task"].astype(np.int64), index=pd.Index(r["pids"], name="pid"), columns=COUNTERS)
+
+    @cached_property
+    def files(self) -> "pd.DataFrame":
+        """Per file: pages added/deleted/resident."""
+        import pandas as pd
+        r = self._raw
+        fs = r["file_stats"]
+        return pd.DataFrame({"path": r["paths"], "pages_added": fs[:, 0], "pages_deleted": fs[:, 1],
+                             "resident_pages": fs[:, 2]})
+
+    @cached_property
+    def kills(self) -> "pd.DataFrame":
+        """pid, t (trace ns), by ("oom" or "lmkd"), reason: the tasks killed."""
+        import pandas as pd
+        r = self._raw
+        kills = r["kills"]
+        k = kills[:, 0] >= 0
+        return (pd.DataFrame({"pid": np.asarray(r["pids"])[k], "t": kills[k, 0],
+                              "by": np.where(kills[k, 1] >= 2, "lmkd", "oom"),
+                              "reason": [LMKD_REASONS[b - 2] if b >= 2 else "oom" for b in kills[k, 1]]})
+                .sort_values("t", kind="stable", ignore_index=True))
 
 
 class Emulator:
@@ -349,8 +395,6 @@ class Emulator:
         tl = np.zeros((rows, 2 + nc + ng), np.int64)
         if rows:
             lib.km_timeline(emu, ffi.from_buffer("int64_t[]", tl))
-        timeline = pd.DataFrame(tl, columns=["t", "phase"] + COUNTERS + GAUGES)
-        timeline["phase"] = [phases[i] if 0 <= i < len(phases) else "" for i in timeline["phase"]]
         per_task = np.zeros((len(pids), nc), np.uint64)
         lib.km_task_counters(emu, ffi.from_buffer("uint64_t[]", per_task))
         per_phase = np.zeros((max(1, len(phases)), nc), np.uint64)
@@ -369,19 +413,10 @@ class Emulator:
         summary["peak_memory_bytes"] = summary.pop("peak_memory") * PAGE_SIZE
         kills = np.zeros((len(pids), 2), np.int64)
         lib.km_task_kills(emu, ffi.from_buffer("int64_t[]", kills))
-        k = kills[:, 0] >= 0
         return Result(
-            kills=pd.DataFrame({"pid": np.asarray(pids)[k], "t": kills[k, 0],
-                                "by": np.where(kills[k, 1] >= 2, "lmkd", "oom"),
-                                "reason": [LMKD_REASONS[b - 2] if b >= 2 else "oom" for b in kills[k, 1]]})
-                .sort_values("t", kind="stable", ignore_index=True),
             summary=summary,
-            timeline=timeline,
-            per_phase=pd.DataFrame(per_phase[:len(phases)].astype(np.int64), index=pd.Index(phases, name="phase"),
-                                   columns=COUNTERS),
-            per_process=pd.DataFrame(per_task.astype(np.int64), index=pd.Index(pids, name="pid"), columns=COUNTERS),
-            files=pd.DataFrame({"path": [f["path"] for f in files], "pages_added": fs[:, 0],
-                                "pages_deleted": fs[:, 1], "resident_pages": fs[:, 2]}),
+            raw={"timeline": tl, "phases": phases, "per_phase": per_phase, "per_task": per_task, "pids": pids,
+                 "file_stats": fs, "paths": [f["path"] for f in files], "kills": kills},
             page_states=states,
             config=asdict(self.config),
             lru_gen=lru_gen_state(emu) if self.config.lru == "mglru" else None,
