@@ -1,0 +1,91 @@
+"""Trace loading without copies (issue 39): an oracleGeneral file is mapped, not read; object ids are
+made dense in C with a hash table (c_ext/idmap.c) to exactly the numbering np.unique gives (so every
+replay is as before: digests in tests/harness/digests.py); `.zst` traces (libCacheSim's data sets
+are shipped so) read as their uncompressed selves."""
+import json
+
+import numpy as np
+import pytest
+import zstandard
+from click.testing import CliRunner
+
+from kmemsim.cli import main
+from kmemsim.workload import libcachesim_io as lio
+
+
+@pytest.mark.parametrize("ids", [
+    np.random.default_rng(1).integers(0, 50, 5000).astype(np.uint64),           # few objects, many hits
+    np.random.default_rng(2).integers(0, 2**64 - 1, 20000, dtype=np.uint64),    # ids over 2^63 (sorted unsigned)
+    np.random.default_rng(3).integers(-2**40, 2**40, 30000),                    # int64 with negatives (sorted signed)
+    np.arange(100000, 0, -1, dtype=np.uint64),                                  # every request a new object: the table grows
+])
+def test_dense_ids_number_as_np_unique(ids):
+    uniq, inv = np.unique(ids, return_inverse=True)
+    out = np.empty(ids.size, np.int64)
+    assert lio.dense_ids(ids, out=out) == uniq.size
+    np.testing.assert_array_equal(out, inv.reshape(-1))
+
+
+def test_oracle_general_is_mapped_and_ids_read_where_they_lie(tmp_path):
+    p = tmp_path / "t.oracleGeneral.bin"
+    ids = np.random.default_rng(4).integers(0, 1000, 10000)
+    lio.write_oracle_general(str(p), ids)
+    clock, got = lio.read_oracle_general(str(p))
+    assert isinstance(got.base, np.memmap) or isinstance(got, np.memmap)   # a view of the mapped file
+    assert got.strides == (24,)                                            # not copied out of its records
+    out = np.empty(got.size, np.int64)
+    assert lio.dense_ids(got, out=out) == np.unique(ids).size
+    np.testing.assert_array_equal(out, np.unique(ids, return_inverse=True)[1].reshape(-1))
+
+
+def test_size_zero_requests_are_still_left_out(tmp_path):
+    """libCacheSim's reader skips them (ignore_size_zero_req); a copy is made only then."""
+    p = tmp_path / "z.oracleGeneral.bin"
+    lio.write_oracle_general(str(p), np.arange(10), obj_size=np.array([1, 0] * 5))
+    _, got = lio.read_oracle_general(str(p))
+    np.testing.assert_array_equal(got, np.arange(0, 10, 2))
+
+
+def test_trace_is_what_the_builder_made(tmp_path):
+    """The columns written at once equal TraceBuilder's (header, then one READ per request)."""
+    from kmemsim.core.trace import MapFlag, Op, TraceBuilder
+    ids = np.random.default_rng(5).integers(0, 300, 2000)
+    tr = lio.ids_to_trace(ids, source="x")
+    uniq, inv = np.unique(ids, return_inverse=True)
+    tb = TraceBuilder(source="x")
+    fid = tb.file("x", uniq.size)
+    tb.process(0, lio.PID, "libcachesim-replay")
+    mid = tb.mmap(0, lio.PID, "objects", uniq.size, file=fid, flags=MapFlag.SHARED | MapFlag.READ)
+    tb.ranges(np.arange(ids.size) * lio.NS_PER_REQUEST, lio.PID, Op.READ, mid, inv.reshape(-1), 1)
+    ref = tb.build()
+    assert tr.meta == ref.meta
+    for k in ref.cols:
+        assert tr.cols[k].dtype == ref.cols[k].dtype, k
+        np.testing.assert_array_equal(tr.cols[k], ref.cols[k], err_msg=k)
+
+
+def _replay(path):
+    r = CliRunner().invoke(main, ["replay", str(path), "--policy", "lru", "--mem", "800K", "--json"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("fmt", ["oracleGeneral.bin", "csv"])
+def test_zst_trace_replays_as_its_uncompressed_self(tmp_path, fmt):
+    ids = np.random.default_rng(6).zipf(1.3, 5000) % 1000
+    plain = tmp_path / f"t.{fmt}"
+    (lio.write_oracle_general if fmt != "csv" else lio.write_csv_ids)(str(plain), ids)
+    packed = tmp_path / f"t.{fmt}.zst"
+    packed.write_bytes(zstandard.ZstdCompressor().compress(plain.read_bytes()))
+    a, b = _replay(plain), _replay(packed)
+    assert a["accesses"] == b["accesses"] == ids.size
+    assert a == b
+
+
+def test_bad_zst_is_one_line(tmp_path):
+    p = tmp_path / "t.oracleGeneral.bin.zst"
+    p.write_bytes(b"not zstd at all" * 10)
+    r = CliRunner().invoke(main, ["replay", str(p), "--policy", "lru", "--mem", "1M", "--json"])
+    assert r.exit_code == 2
+    assert r.output.startswith("kmemsim: ") and "zstd" in r.output and r.output.count("\n") == 1
