@@ -55,6 +55,9 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
               const int32_t *map, const int64_t *page, const int64_t *npages, const int64_t *arg,
               const uint32_t *flags);
 const char *km_error(struct km_emu *e);
+/* A trace replayed in batches (one longer than memory): with more = 1, km_replay() leaves out the
+ * timeline's closing sample, so batch after batch gives what one call over them all gives. */
+void km_replay_continues(struct km_emu *e, int32_t more);
 int32_t km_nr_counters(void);
 int32_t km_nr_gauges(void);
 const char *km_counter_name(int32_t i);

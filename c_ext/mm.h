@@ -281,6 +281,7 @@ struct km_emu {
 
     struct folio *folios; int64_t nr_folios, cap_folios; folio_id free_folio;
     struct lru_link *links;                    /* per folio: its LRU links (free folios: next free) */
+    int more_follows;                          /* km_replay_continues(): a batch, not the trace's end */
     struct lru_head lru[NR_LRU_HEADS];         /* the classic lists, then MGLRU's (LRU_GEN_BASE) */
     int lists_deferred;                        /* list order held by the policy: lists_sync() first */
     int lru_gen_enabled;                       /* MGLRU (cfg.lru_gen): lru_gen.c keeps the lists */

@@ -350,9 +350,11 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
         }
     }
     if (e->nomem) return km_fail(e, "out of memory at the end of the trace");
-    timeline_sample(e, e->now);
+    if (!e->more_follows) timeline_sample(e, e->now);
     return 0;
 }
+
+void km_replay_continues(struct km_emu *e, int32_t more) { e->more_follows = more != 0; }
 
 void km_file_stats(struct km_emu *e, int64_t *out)
 {

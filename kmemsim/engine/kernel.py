@@ -10,6 +10,7 @@ import os
 import time
 from dataclasses import dataclass, asdict
 from functools import cached_property
+from typing import Iterable
 
 import numpy as np
 
@@ -318,12 +319,63 @@ class Result:
                 .sort_values("t", kind="stable", ignore_index=True))
 
 
+# km_replay()'s columns, in its order, with their C types
+_C_COLUMNS = (("t", "int64_t"), ("task", "int32_t"), ("op", "uint8_t"), ("map", "int32_t"), ("page", "int64_t"),
+              ("npages", "int64_t"), ("arg", "int64_t"), ("flags", "uint32_t"))
+
+
+def _batch_columns(b: dict, pids: np.ndarray, map_ids: np.ndarray, lengths: np.ndarray, last_t: int) -> dict:
+    """A batch's columns as km_replay() takes them, checked: READ/WRITE events of known processes and
+    mappings, inside them, from time last_t on. map_ids: the trace's mapping ids in order of creation."""
+    n = len(b["t"])
+    if any(len(b[k]) != n for k in ("t", "pid", "op", "map", "page", "npages")):
+        raise InputError("a batch's columns differ in length")
+    op = np.asarray(b["op"], np.uint8)
+    t = np.ascontiguousarray(b["t"], np.int64)
+    if n == 0:
+        return {k: np.zeros(0, np.dtype(ct.replace("_t", ""))) for k, ct in _C_COLUMNS}
+    bad = np.flatnonzero((op != Op.READ) & (op != Op.WRITE))
+    if bad.size:
+        raise InputError(f"batch row {int(bad[0])}: op {int(op[bad[0]])}; batches hold READ and WRITE events only")
+    if t[0] < last_t or (n > 1 and (np.diff(t) < 0).any()):
+        raise InputError("a batch's times go backwards (from the last event's on, in order)")
+    pid = np.asarray(b["pid"])
+    task = np.searchsorted(pids, pid)
+    known = (task < len(pids)) & (pids[np.minimum(task, len(pids) - 1)] == pid)
+    if not known.all():
+        raise InputError(f"batch row {int(np.flatnonzero(~known)[0])}: a process the trace does not start")
+    order = np.argsort(map_ids, kind="stable")
+    m = np.asarray(b["map"], np.int64)
+    pos = np.searchsorted(map_ids[order], m)
+    ok = (pos < len(map_ids)) & (map_ids[order][np.minimum(pos, len(map_ids) - 1)] == m)
+    if not ok.all():
+        raise InputError(f"batch row {int(np.flatnonzero(~ok)[0])}: a mapping the trace does not create")
+    dense = order[pos].astype(np.int32)
+    page, npages = np.asarray(b["page"], np.int64), np.asarray(b["npages"], np.int64)
+    out = (page < 0) | (npages < 0) | (page + npages > lengths[dense])
+    if out.any():
+        raise InputError(f"batch row {int(np.flatnonzero(out)[0])}: range runs past the end of its mapping")
+    zeros = lambda dt: np.zeros(n, dt)  # noqa: E731
+    return {"t": t, "task": task.astype(np.int32), "op": np.ascontiguousarray(op), "map": dense,
+            "page": np.ascontiguousarray(page), "npages": np.ascontiguousarray(npages),
+            "arg": np.ascontiguousarray(b.get("arg", zeros(np.int64)), np.int64),
+            "flags": np.ascontiguousarray(b.get("flags", zeros(np.uint32)), np.uint32)}
+
+
 class Emulator:
     def __init__(self, config: Config | None = None, **kw):
         self.config = config or Config(**kw)
         self._c = self.config.to_c(ffi)    # validate early: bad configs fail before any work
 
     def replay(self, trace: Trace, check_invariants: bool = False) -> Result:
+        return self.replay_batches(trace, (), check_invariants)
+
+    def replay_batches(self, trace: Trace, batches: Iterable[dict] = (), check_invariants: bool = False) -> Result:
+        """Replay `trace`, then each batch of events after it, the core's state carried across: a
+        trace longer than memory (Parquet row groups, oracleGeneral slices, a stream generated on the
+        fly) in bounded memory. A batch is a dict of the trace's columns holding READ and WRITE events
+        only, of the trace's processes and mappings, at times from the last event's on; the result
+        equals one replay of the whole (km_replay_continues() in c_ext/replay.c)."""
         if not trace.validated:
             validate(trace)
         c = trace.cols
@@ -366,6 +418,9 @@ class Emulator:
             cols = {k: np.ascontiguousarray(v) for k, v in
                     dict(t=c["t"], task=task, op=c["op"], map=mapcol, page=c["page"],
                          npages=c["npages"], arg=arg, flags=flags).items()}
+            batches = iter(batches)
+            nxt = next(batches, None)
+            lib.km_replay_continues(emu, nxt is not None)
             t0 = time.perf_counter()
             rc = lib.km_replay(emu, len(trace),
                                ffi.from_buffer("int64_t[]", cols["t"]),
@@ -377,6 +432,17 @@ class Emulator:
                                ffi.from_buffer("int64_t[]", cols["arg"]),
                                ffi.from_buffer("uint32_t[]", cols["flags"]))
             self.core_seconds = time.perf_counter() - t0   # the C event loop alone (bench reports it)
+            created = np.flatnonzero(mm)
+            lengths = c["npages"][created]                 # per dense mapping id: its pages
+            last_t = int(c["t"][-1]) if len(trace) else 0
+            while rc == 0 and nxt is not None:
+                b = _batch_columns(nxt, pids, maps[created], lengths, last_t)
+                nxt = next(batches, None)
+                lib.km_replay_continues(emu, nxt is not None)
+                t0 = time.perf_counter()
+                rc = lib.km_replay(emu, len(b["t"]), *(ffi.from_buffer(f"{ct}[]", b[k]) for k, ct in _C_COLUMNS))
+                self.core_seconds += time.perf_counter() - t0
+                last_t = int(b["t"][-1]) if len(b["t"]) else last_t
             if rc != 0:
                 raise InputError("trace rejected by the emulator: " + ffi.string(lib.km_error(emu)).decode())
             if check_invariants and lib.km_check_invariants(emu) != 0:
