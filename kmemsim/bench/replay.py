@@ -113,6 +113,8 @@ def main(argv=None):
                     help="(e): trace sizes, comma-separated (K/M/G suffixes); 'none' to leave (e)-(g) out")
     ap.add_argument("--whole-rounds", type=int, default=3, help="(e): A/B pairs per size")
     ap.add_argument("--llama-decode", type=int, default=256, help="(g): decode tokens; 0 leaves (g) out")
+    ap.add_argument("--billion", type=int, default=0, metavar="N",
+                    help="(h): N requests made on the fly, replayed in batches (1073741824 for the issue's 1 G)")
     a = ap.parse_args(argv)
 
 
@@ -216,10 +218,11 @@ def main(argv=None):
         from . import whole
         sizes = [int(float(x[:-1]) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[x[-1].upper()])
                  if x[-1].isalpha() else int(x) for x in a.whole_requests.split(",")]
-        whole_res, lines = whole.main(sizes, a.whole_rounds, a.seed, a.llama_decode)
+        whole_res, lines = whole.main(sizes, a.whole_rounds, a.seed, a.llama_decode, billion=a.billion)
         print()
         print("\n".join(lines))
-        same = same and all(r["identical"] for r in whole_res["lru"])
+        same = same and all(r["identical"] for r in whole_res["lru"]) and \
+            (not whole_res["stream"] or whole_res["stream"]["identical"])
     if a.json:
         out = {"whole": whole_res,"rows": [dict(zip(("case", "policy", "refs", "seconds", "misses"), r)) for r in rows],
                "range_refs_per_s": range_rate, "lru_ratio": k_rate / l_rate,

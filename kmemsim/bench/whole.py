@@ -6,6 +6,9 @@
       run in turn, A B A B ..., and each pair gives a ratio (the machine's speed drifts; pairs
       share it). Misses must be identical.
   (f) start-up: `kmemsim --help`, and `replay --json` of a 1,000-event trace.
+  (h) (with --billion N) N requests of (e)'s stream made on the fly, never stored, replayed in batches
+      (Emulator.replay_batches) under `lru`, against libCacheSim's exact LRU fed the same stream in
+      chunks (one cache object across them): misses equal, peak RSS bounded.
   (g) the Llama-2-7B Q4_0 workload (2048 prompt + 256 decode tokens) generated and replayed under a
       3 GiB memcg with lz4 zram, as two commands, whole processes.
 
@@ -43,14 +46,67 @@ TARGETS = {"lru_ratio": 3.0, "help_s": 0.15, "small_replay_s": 0.3, "llama7b_s":
            "rss_per_file_byte": 2.0, "core_bytes_per_page": 24.0}
 
 
-def loop_zipf_ids(n: int, seed: int) -> np.ndarray:
-    """n requests: half walk a loop over LOOP_OBJECTS objects in turn, half draw Zipf(ZIPF_S) ranks over
-    the same objects, interleaved at random."""
-    rng = np.random.default_rng(seed)
-    ids = np.arange(n, dtype=np.uint64) % LOOP_OBJECTS
+def loop_zipf_ids(n: int, seed: int, start: int = 0) -> np.ndarray:
+    """Requests start.. start+n of a stream: half walk a loop over LOOP_OBJECTS objects in turn, half
+    draw Zipf(ZIPF_S) ranks over the same objects, interleaved at random (a chunk's draws are seeded
+    by the seed and where it starts, so a stream made chunk by chunk is the same every time)."""
+    rng = np.random.default_rng([seed, start])
+    ids = np.arange(start, start + n, dtype=np.uint64) % LOOP_OBJECTS
     z = rng.random(n) < 0.5
     ids[z] = (rng.zipf(ZIPF_S, int(z.sum())) - 1).astype(np.uint64) % LOOP_OBJECTS
     return ids
+
+
+CHUNK = 4 << 20
+STREAM_KMEMSIM = """
+import sys, json
+import numpy as np
+from kmemsim.bench.whole import CHUNK, LOOP_OBJECTS, loop_zipf_ids
+from kmemsim.core.trace import MapFlag, Op, TraceBuilder
+from kmemsim.engine.kernel import Config, Emulator
+n, cache, seed = map(int, sys.argv[1:4])
+tb = TraceBuilder(source="stream")
+fid = tb.file("objects", LOOP_OBJECTS)
+tb.process(0, 1, "stream")
+mid = tb.mmap(0, 1, "objects", LOOP_OBJECTS, file=fid, flags=MapFlag.SHARED | MapFlag.READ)
+head = tb.build()
+def batches():
+    for a in range(0, n, CHUNK):
+        k = min(CHUNK, n - a)
+        yield {"t": np.arange(a, a + k, dtype=np.int64) * 1000, "pid": np.ones(k, np.int64),
+               "op": np.full(k, Op.READ, np.uint8), "map": np.full(k, mid, np.int32),
+               "page": loop_zipf_ids(k, seed, a).astype(np.int64), "npages": np.ones(k, np.int64)}
+s = Emulator(Config(mem=cache * 4096, policy="lru", sample_ms=0)).replay_batches(head, batches()).summary
+print(s["accesses"], s["misses"])
+"""
+STREAM_LIBCACHESIM = """
+import os, sys, tempfile
+import libcachesim as lcs
+from kmemsim.bench.whole import CHUNK, loop_zipf_ids
+from kmemsim.workload.libcachesim_io import write_oracle_general
+n, cache, seed = map(int, sys.argv[1:4])
+lru, total, misses = lcs.LRU(cache), 0, 0
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "chunk.oracleGeneral")
+    for a in range(0, n, CHUNK):
+        write_oracle_general(path, loop_zipf_ids(min(CHUNK, n - a), seed, a))
+        r = lcs.TraceReader(path, lcs.TraceType.ORACLE_GENERAL_TRACE)
+        k = r.get_num_of_req()
+        mr, _ = lru.process_trace(r)
+        total, misses = total + k, misses + round(mr * k)
+        del r
+print(total, misses)
+"""
+
+
+def stream_row(n: int, seed: int) -> dict:
+    """(h): n requests made on the fly, kmemsim in batches against libCacheSim in chunks."""
+    a = timed([PY, "-c", STREAM_KMEMSIM, str(n), str(CACHE_OBJECTS), str(seed)])
+    b = timed([PY, "-c", STREAM_LIBCACHESIM, str(n), str(CACHE_OBJECTS), str(seed)])
+    (ka, km), (la, lm) = (tuple(map(int, r["out"].split())) for r in (a, b))
+    return {"requests": n, "kmemsim_s": a["wall"], "libcachesim_s": b["wall"], "kmemsim_rss": a["rss"],
+            "libcachesim_rss": b["rss"], "misses": (km, lm), "accesses": (ka, la),
+            "identical": km == lm and ka == la == n}
 
 
 def timed(cmd: list[str], env: dict | None = None) -> dict:
@@ -132,7 +188,7 @@ def llama7b_row(decode: int, d: str) -> dict:
             "pgscan_memcg": s.get("pgscan_memcg"), "replay_rss": rep["rss"]}
 
 
-def report(lru: list[dict], start: dict | None, llama: dict | None) -> list[str]:
+def report(lru: list[dict], start: dict | None, llama: dict | None, stream: dict | None = None) -> list[str]:
     ok = lambda b: "ok" if b else "MISSED"  # noqa: E731
     t = TARGETS
     lines = ["whole processes (each command timed from outside; A and B in turn, median of pairs):"]
@@ -150,6 +206,12 @@ def report(lru: list[dict], start: dict | None, llama: dict | None) -> list[str]
                      f"{ok(start['help_s'] < t['help_s'])}; replay --json of 1,000 events "
                      f"{start['small_replay_s']:.3f} s (target < {t['small_replay_s']} s) "
                      f"{ok(start['small_replay_s'] < t['small_replay_s'])}")
+    if stream:
+        lines.append(f"  (h) {stream['requests']:,} requests made on the fly, in batches: kmemsim lru "
+                     f"{stream['kmemsim_s']:.1f} s, peak RSS {stream['kmemsim_rss'] / 2**30:.2f} GiB (target < 2 GiB) "
+                     f"{ok(stream['kmemsim_rss'] < 2 * 2**30)}; libCacheSim in chunks {stream['libcachesim_s']:.1f} s; "
+                     f"misses {'identical' if stream['identical'] else 'DIFFER'} "
+                     f"({stream['misses'][0]:,} / {stream['misses'][1]:,})")
     if llama:
         lines.append(f"  (g) Llama-2-7B Q4_0 2048+{llama['decode']} under a 3 GiB memcg, lz4 zram: generation "
                      f"{llama['generate_s']:.1f} s + replay {llama['replay_s']:.1f} s = {llama['total_s']:.1f} s "
@@ -159,9 +221,11 @@ def report(lru: list[dict], start: dict | None, llama: dict | None) -> list[str]
     return lines
 
 
-def main(sizes=(1 << 20, 4 << 20), rounds=3, seed=20240601, llama_decode=256, startup=True):
+def main(sizes=(1 << 20, 4 << 20), rounds=3, seed=20240601, llama_decode=256, startup=True, billion=0):
     with tempfile.TemporaryDirectory(prefix="kmemsim-bench-") as d:
         lru = lru_rows(list(sizes), rounds, seed, d)
         start = startup_rows(max(rounds, 5), seed, d) if startup else None
+        stream = stream_row(billion, seed) if billion else None
         llama = llama7b_row(llama_decode, d) if llama_decode else None
-    return {"lru": lru, "startup": start, "llama7b": llama}, report(lru, start, llama)
+    return ({"lru": lru, "startup": start, "llama7b": llama, "stream": stream},
+            report(lru, start, llama, stream))
