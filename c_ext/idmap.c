@@ -11,6 +11,7 @@ struct km_idmap {
     int32_t *idx;           /* and their indexes; -1: an empty slot */
     uint64_t mask;          /* table size - 1 */
     uint64_t *values;       /* the distinct ids, in order of first appearance */
+    uint32_t *sizes;        /* and each one's largest size */
     int64_t n, cap;
 };
 
@@ -50,23 +51,32 @@ struct km_idmap *km_idmap_new(void)
 void km_idmap_free(struct km_idmap *m)
 {
     if (!m) return;
-    free(m->keys); free(m->idx); free(m->values); free(m);
+    free(m->keys); free(m->idx); free(m->values); free(m->sizes); free(m);
 }
 
 int64_t km_idmap_size(struct km_idmap *m) { return m->n; }
 
 void km_idmap_values(struct km_idmap *m, uint64_t *out) { memcpy(out, m->values, sizeof *out * (size_t)m->n); }
 
-int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t stride, int32_t *first)
+void km_idmap_sizes(struct km_idmap *m, uint32_t *out) { memcpy(out, m->sizes, sizeof *out * (size_t)m->n); }
+
+int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t stride, int32_t *first,
+                     const uint8_t *sizes)
 {
     for (int64_t i = 0; i < n; i++) {
         uint64_t id;
+        uint32_t size = 0;
         memcpy(&id, base + i * stride, sizeof id);         /* records need not be aligned */
+        if (sizes) memcpy(&size, sizes + i * stride, sizeof size);
         uint64_t h = mix(id) & m->mask;
         for (;;) {
             int32_t k = m->idx[h];
             if (k < 0) break;
-            if (m->keys[h] == id) { first[i] = k; goto next; }
+            if (m->keys[h] == id) {
+                first[i] = k;
+                if (size > m->sizes[k]) m->sizes[k] = size;
+                goto next;
+            }
             h = (h + 1) & m->mask;
         }
         if (m->n >= INT32_MAX) return -1;                  /* indexes are int32 (page ids fit) */
@@ -74,7 +84,10 @@ int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t
             int64_t cap = m->cap ? 2 * m->cap : 4096;
             uint64_t *v = realloc(m->values, sizeof *v * (size_t)cap);
             if (!v) return -1;
-            m->values = v; m->cap = cap;
+            m->values = v;
+            uint32_t *z = realloc(m->sizes, sizeof *z * (size_t)cap);
+            if (!z) return -1;
+            m->sizes = z; m->cap = cap;
         }
         if (2 * (uint64_t)(m->n + 1) > m->mask + 1) {      /* keep it at most half full */
             if (table_alloc(m, 2 * (m->mask + 1)) < 0) return -1;
@@ -84,6 +97,7 @@ int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t
         m->keys[h] = id;
         m->idx[h] = (int32_t)m->n;
         m->values[m->n] = id;
+        m->sizes[m->n] = size;
         first[i] = (int32_t)m->n++;
     next:;
     }

@@ -22,7 +22,7 @@ from kmemsim.workload import libcachesim_io as lio
 def test_dense_ids_number_as_np_unique(ids):
     uniq, inv = np.unique(ids, return_inverse=True)
     out = np.empty(ids.size, np.int64)
-    assert lio.dense_ids(ids, out=out) == uniq.size
+    assert lio.dense_ids(ids, out=out) == (uniq.size, None)
     np.testing.assert_array_equal(out, inv.reshape(-1))
 
 
@@ -30,11 +30,11 @@ def test_oracle_general_is_mapped_and_ids_read_where_they_lie(tmp_path):
     p = tmp_path / "t.oracleGeneral.bin"
     ids = np.random.default_rng(4).integers(0, 1000, 10000)
     lio.write_oracle_general(str(p), ids)
-    clock, got = lio.read_oracle_general(str(p))
+    clock, got, sizes = lio.read_oracle_general(str(p))
     assert isinstance(got.base, np.memmap) or isinstance(got, np.memmap)   # a view of the mapped file
-    assert got.strides == (24,)                                            # not copied out of its records
+    assert got.strides == sizes.strides == (24,)                           # not copied out of its records
     out = np.empty(got.size, np.int64)
-    assert lio.dense_ids(got, out=out) == np.unique(ids).size
+    assert lio.dense_ids(got, out=out, sizes=sizes)[0] == np.unique(ids).size
     np.testing.assert_array_equal(out, np.unique(ids, return_inverse=True)[1].reshape(-1))
 
 
@@ -42,7 +42,7 @@ def test_size_zero_requests_are_still_left_out(tmp_path):
     """libCacheSim's reader skips them (ignore_size_zero_req); a copy is made only then."""
     p = tmp_path / "z.oracleGeneral.bin"
     lio.write_oracle_general(str(p), np.arange(10), obj_size=np.array([1, 0] * 5))
-    _, got = lio.read_oracle_general(str(p))
+    _, got, _ = lio.read_oracle_general(str(p))
     np.testing.assert_array_equal(got, np.arange(0, 10, 2))
 
 
@@ -89,3 +89,29 @@ def test_bad_zst_is_one_line(tmp_path):
     r = CliRunner().invoke(main, ["replay", str(p), "--policy", "lru", "--mem", "1M", "--json"])
     assert r.exit_code == 2
     assert r.output.startswith("kmemsim: ") and "zstd" in r.output and r.output.count("\n") == 1
+
+
+def test_object_sizes_become_page_counts(tmp_path):
+    """An object takes ceil(size / 4 KiB) pages of its largest size; objects of up to 4 KiB one page,
+    exactly as without sizes. Under `lru` a request reads all its object's pages: a cyclic loop over
+    3 objects of 3 pages each (9 pages) in 8 pages of memory misses every page of every request (LRU's
+    worst case, as with single pages), and in 9 pages only the first pass misses."""
+    p = tmp_path / "s.oracleGeneral.bin"
+    ids = np.tile([5, 9, 7], 4)
+    lio.write_oracle_general(str(p), ids, obj_size=np.tile([9000, 12288, 8193], 4))
+    tr = lio.load_libcachesim(str(p))
+    assert tr.meta["files"][0]["pages"] == 9
+    np.testing.assert_array_equal(tr.cols["page"][2:5], [0, 6, 3])    # laid out in id order: 5, 7, 9
+    np.testing.assert_array_equal(tr.cols["npages"][2:], 3)
+    r = CliRunner().invoke(main, ["replay", str(p), "--policy", "lru", "--mem", "32K", "--json"])
+    s = json.loads(r.stdout)
+    assert (s["accesses"], s["misses"]) == (36, 36)
+    r = CliRunner().invoke(main, ["replay", str(p), "--policy", "lru", "--mem", "36K", "--json"])
+    s = json.loads(r.stdout)
+    assert (s["accesses"], s["misses"]) == (36, 9)
+    small = tmp_path / "one.oracleGeneral.bin"
+    lio.write_oracle_general(str(small), ids, obj_size=4096)
+    plain = lio.ids_to_trace(ids, source="one.oracleGeneral.bin")
+    got = lio.load_libcachesim(str(small))
+    for k in plain.cols:
+        np.testing.assert_array_equal(got.cols[k], plain.cols[k], err_msg=k)

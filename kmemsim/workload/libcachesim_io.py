@@ -12,9 +12,10 @@ Two of libCacheSim's formats (github.com/1a1a11a/libCacheSim, traceReader/):
 Either may be zstd-compressed (`.zst`, as libCacheSim's data sets are shipped): read through
 zstandard's streaming reader.
 
-Each object becomes one 4 KiB page of one file, each request a READ of that page. Object ids are
-numbered densely in id order (as np.unique would), so the file has as many pages as the trace has
-objects; one process maps the whole file once, shared and read-only, as llama.cpp maps a model.
+Each object becomes 4 KiB pages of one file, as many as its largest size in the trace needs (at
+least one: a csv, and oracleGeneral objects of up to 4 KiB, take one page each), and each request a
+READ of all of them. Object ids are numbered densely in id order (as np.unique would) and laid out
+in that order, so the file has as many pages as the trace's objects need; one process maps the whole file once, shared and read-only, as llama.cpp maps a model.
 Request i is at i microseconds of trace time (or, on request, at the trace's own clock; see
 ids_to_trace).
 
@@ -33,6 +34,7 @@ from ..core.errors import InputError
 from ..core import trace
 from ..core.limits import check_memory
 from ..core.paths import input_file
+from ..core.units import PAGE_SIZE
 from ..core.trace import COLUMNS, MapFlag, Op, Trace, TraceBuilder
 
 RECORD = np.dtype([("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"),
@@ -50,8 +52,8 @@ PARQUET_EXTS = (".parquet", ".pq")
 # ------------------------------------------------------------------------------------------------
 # readers
 
-def read_oracle_general(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """(clock_time, obj_id) of the requests in an oracleGeneral file, size-0 requests dropped: views
+def read_oracle_general(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(clock_time, obj_id, obj_size) of the requests in an oracleGeneral file, size-0 requests dropped: views
     of the file mapped read-only (no copy unless size-0 requests must be left out), or of its
     decompressed bytes for a `.zst` file."""
     if path.lower().endswith(ZST):
@@ -78,7 +80,7 @@ def read_oracle_general(path: str) -> tuple[np.ndarray, np.ndarray]:
         rec = rec[keep]
     if len(rec) == 0:
         raise InputError(f"{path}: empty trace: no requests (of nonzero size) in the oracleGeneral file")
-    return rec["clock_time"], rec["obj_id"]
+    return rec["clock_time"], rec["obj_id"], rec["obj_size"]
 
 
 def read_csv_ids(path: str) -> np.ndarray:
@@ -153,20 +155,22 @@ def read_csv_ids(path: str) -> np.ndarray:
     return ids
 
 
-def read_ids(path: str, fmt: str | None = None) -> tuple[np.ndarray | None, np.ndarray]:
-    """(clock times in seconds or None, object ids) of a libCacheSim trace in `fmt` ('oracleGeneral'
-    or 'csv'; detected when None)."""
+def read_ids(path: str, fmt: str | None = None) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
+    """(clock times in seconds or None, object ids, object sizes in bytes or None) of a libCacheSim
+    trace in `fmt` ('oracleGeneral' or 'csv'; detected when None)."""
     fmt = fmt or detect_format(path)
     if fmt == "oracleGeneral":
         return read_oracle_general(path)
     if fmt == "csv":
-        return None, read_csv_ids(path)
+        return None, read_csv_ids(path), None
     raise InputError(f"{path}: not a libCacheSim trace (format {fmt})")
 
 
 def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str = "",
-                 time: str = "index") -> Trace:
-    """One file of as many pages as distinct ids, mapped once; one single-page READ per request.
+                 time: str = "index", sizes: np.ndarray | None = None) -> Trace:
+    """One file of the objects' pages, mapped once; one READ of its object's pages per request. An
+    object takes ceil(size / 4 KiB) pages of its largest size in `sizes` (bytes, per request), one
+    page without sizes or up to 4 KiB.
 
     Time (the trace's t column, ns): with time="index" (the default) request i is at i * 1 us, so
     the emulator's timeline (sampled every 10 ms of trace time by default) has a row per 10,000
@@ -184,7 +188,14 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
     # the header: the process and its mapping of the objects' file, at time 0 (validated, small)
     cols = {k: np.empty(n + 2, dt) for k, dt in COLUMNS.items()}
     pages = cols["page"][2:]
-    npages = dense_ids(ids, out=pages)
+    npages, obj_size = dense_ids(ids, out=pages, sizes=sizes)
+    span = None
+    if obj_size is not None and (obj_size > PAGE_SIZE).any():
+        span = np.maximum(1, -(-obj_size.astype(np.int64) // PAGE_SIZE))    # pages per object, id order
+        first_page = np.concatenate(([0], np.cumsum(span)[:-1]))
+        cols["npages"][2:] = span[pages]
+        np.take(first_page, pages, out=pages)
+        npages = int(span.sum())
     tb = TraceBuilder(source=source)
     fid = tb.file(source or "libcachesim-objects", npages)
     tb.process(0, PID, "libcachesim-replay")
@@ -202,40 +213,57 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
     else:
         np.multiply(np.arange(n, dtype=np.int64), NS_PER_REQUEST, out=t)
     for k, v in (("pid", PID), ("op", Op.READ), ("map", mid), ("npages", 1), ("arg", 0), ("flags", 0)):
-        cols[k][2:] = v
+        if k != "npages" or span is None:
+            cols[k][2:] = v
     return Trace(cols, head.meta, validated=True)
 
 
-def dense_ids(ids: np.ndarray, out: np.ndarray | None = None) -> int:
+def dense_ids(ids: np.ndarray, out: np.ndarray | None = None,
+              sizes: np.ndarray | None = None) -> tuple[int, np.ndarray | None]:
     """Each request's object numbered densely in id order, into `out` (int64, or a new array: as
-    np.unique(ids, return_inverse=True) numbers them); returns the number of objects. The C core's
-    hash table finds the distinct ids in one pass over the ids where they lie (a strided view of a
-    mapped file is not copied); only the distinct ids are sorted."""
+    np.unique(ids, return_inverse=True) numbers them). Returns the number of objects and, with
+    `sizes` (per request, uint32, as an oracleGeneral file holds them), each object's largest size
+    in id order. The C core's hash table finds the distinct ids in one pass over the ids where they
+    lie (a strided view of a mapped file is not copied); only the distinct ids are sorted."""
     out = np.empty(ids.size, np.int64) if out is None else out
     try:
         from ..engine.kernel import ffi, lib      # here: the C core (a build without it sorts instead)
     except ImportError:
         uniq, inv = np.unique(ids, return_inverse=True)
         out[:] = inv.reshape(-1)
-        return int(uniq.size)
+        if sizes is None:
+            return int(uniq.size), None
+        big = np.zeros(uniq.size, np.uint32)
+        np.maximum.at(big, out, np.asarray(sizes, np.uint32))
+        return int(uniq.size), big
     if ids.dtype.itemsize != 8 or ids.dtype.kind not in "iu" or ids.ndim != 1:
         ids = np.ascontiguousarray(ids.reshape(-1), np.int64 if ids.dtype.kind == "i" else np.uint64)
+    if sizes is not None and (sizes.dtype != np.uint32 or sizes.shape != ids.shape or sizes.strides != ids.strides):
+        both = np.empty(ids.size, [("id", ids.dtype), ("size", "<u4")])   # the core reads both one stride apart
+        both["id"], both["size"] = ids, sizes
+        ids, sizes = both["id"], both["size"]
     first = np.empty(ids.size, np.int32)
     m = lib.km_idmap_new()
     if m == ffi.NULL:
         raise MemoryError
     try:
         base = ffi.cast("uint8_t *", ids.__array_interface__["data"][0])
-        if lib.km_idmap_add(m, base, ids.size, ids.strides[0], ffi.from_buffer("int32_t[]", first)) < 0:
+        sz = ffi.NULL if sizes is None else ffi.cast("uint8_t *", sizes.__array_interface__["data"][0])
+        if lib.km_idmap_add(m, base, ids.size, ids.strides[0], ffi.from_buffer("int32_t[]", first), sz) < 0:
             raise MemoryError
         uniq = np.empty(lib.km_idmap_size(m), np.uint64)
         lib.km_idmap_values(m, ffi.from_buffer("uint64_t[]", uniq))
+        big = None
+        if sizes is not None:
+            big = np.empty(uniq.size, np.uint32)
+            lib.km_idmap_sizes(m, ffi.from_buffer("uint32_t[]", big))
     finally:
         lib.km_idmap_free(m)
+    order = np.argsort(uniq.view(ids.dtype), kind="stable")
     rank = np.empty(uniq.size, np.int64)       # first-seen index -> place in id order
-    rank[np.argsort(uniq.view(ids.dtype), kind="stable")] = np.arange(uniq.size)
+    rank[order] = np.arange(uniq.size)
     np.take(rank, first, out=out)
-    return int(uniq.size)
+    return int(uniq.size), (None if big is None else big[order])
 
 
 def load_libcachesim(path: str, fmt: str | None = None, time: str = "index") -> Trace:
@@ -245,8 +273,8 @@ def load_libcachesim(path: str, fmt: str | None = None, time: str = "index") -> 
     size = _content_size(input_file(path, expected="trace file"))
     check_memory(size * (4 if (fmt or detect_format(path)) == "oracleGeneral" else 24),
                  f"{path} ({size:,} bytes)")
-    clock, ids = read_ids(path, fmt)
-    return ids_to_trace(ids, clock, source=os.path.basename(path), time=time)
+    clock, ids, sizes = read_ids(path, fmt)
+    return ids_to_trace(ids, clock, source=os.path.basename(path), time=time, sizes=sizes)
 
 
 def load_any(path: str) -> Trace:
