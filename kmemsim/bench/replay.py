@@ -215,7 +215,7 @@ def main(argv=None):
         print(f"  {c}: {v / 1e6:.1f} M refs/s")
     whole_res = None
     if a.whole_requests != "none":
-        from . import whole
+        from . import whole  # here: (e)-(g) run only when asked
         sizes = [int(float(x[:-1]) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[x[-1].upper()])
                  if x[-1].isalpha() else int(x) for x in a.whole_requests.split(",")]
         whole_res, lines = whole.main(sizes, a.whole_rounds, a.seed, a.llama_decode, billion=a.billion)

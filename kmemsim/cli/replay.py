@@ -78,7 +78,7 @@ def _jsonable(x):
 
 
 def _scalar(v):
-    import numpy as np
+    import numpy as np  # here: only for the values replay gives
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 

@@ -170,7 +170,7 @@ def trace_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mo
 @click.option("--json", "as_json", is_flag=True)
 def trace_info_cmd(trace_path, as_json):
     """Processes, mappings, bytes read and written per phase, distinct pages."""
-    from ..core import trace as tr_mod
+    from ..core import trace as tr_mod  # here: the trace schema loads numpy (start-up)
     from ..report.trace_info import format_text, info   # here: `kmemsim --help` loads no pandas
     d = info(tr_mod.load(trace_path))
     click.echo(json.dumps(d, indent=1) if as_json else format_text(d))

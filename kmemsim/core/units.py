@@ -118,7 +118,7 @@ def page_runs(starts, ends):
 
 def spread(n, total):
     """n of `total` pages spread evenly over them, as runs: (first pages, run lengths)."""
-    import numpy as np
+    import numpy as np  # here: parse_size is on every start-up path
     if n <= 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     idx = np.arange(n, dtype=np.int64) * total // n

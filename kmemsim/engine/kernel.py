@@ -275,7 +275,7 @@ class Result:
     @cached_property
     def timeline(self) -> "pd.DataFrame":
         """Sampled counters and gauges over trace time."""
-        import pandas as pd
+        import pandas as pd  # here: built on first read (replay --json loads no pandas)
         r = self._raw
         tl = pd.DataFrame(r["timeline"], columns=["t", "phase"] + COUNTERS + GAUGES)
         phases = r["phases"]
@@ -285,7 +285,7 @@ class Result:
     @cached_property
     def per_phase(self) -> "pd.DataFrame":
         """Counter totals per phase name."""
-        import pandas as pd
+        import pandas as pd  # here: built on first read (replay --json loads no pandas)
         r = self._raw
         return pd.DataFrame(r["per_phase"][:len(r["phases"])].astype(np.int64),
                             index=pd.Index(r["phases"], name="phase"), columns=COUNTERS)
@@ -293,14 +293,14 @@ class Result:
     @cached_property
     def per_process(self) -> "pd.DataFrame":
         """Counter totals per pid."""
-        import pandas as pd
+        import pandas as pd  # here: built on first read (replay --json loads no pandas)
         r = self._raw
         return pd.DataFrame(r["per_task"].astype(np.int64), index=pd.Index(r["pids"], name="pid"), columns=COUNTERS)
 
     @cached_property
     def files(self) -> "pd.DataFrame":
         """Per file: pages added/deleted/resident."""
-        import pandas as pd
+        import pandas as pd  # here: built on first read (replay --json loads no pandas)
         r = self._raw
         fs = r["file_stats"]
         return pd.DataFrame({"path": r["paths"], "pages_added": fs[:, 0], "pages_deleted": fs[:, 1],
@@ -309,7 +309,7 @@ class Result:
     @cached_property
     def kills(self) -> "pd.DataFrame":
         """pid, t (trace ns), by ("oom" or "lmkd"), reason: the tasks killed."""
-        import pandas as pd
+        import pandas as pd  # here: built on first read (replay --json loads no pandas)
         r = self._raw
         kills = r["kills"]
         k = kills[:, 0] >= 0

@@ -347,7 +347,7 @@ def _content_size(path: str) -> int:
     size = os.path.getsize(path)
     if not path.lower().endswith(ZST):
         return size
-    import zstandard
+    import zstandard  # here: only a compressed trace needs it
     with open(path, "rb") as f:
         head = f.read(18)                             # a frame header's most
     try:
