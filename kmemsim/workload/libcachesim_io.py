@@ -10,14 +10,14 @@ Two of libCacheSim's formats (github.com/1a1a11a/libCacheSim, traceReader/):
   decimal unsigned 64-bit integers; blank lines are skipped.
 
 Either may be zstd-compressed (`.zst`, as libCacheSim's data sets are shipped): read through
-zstandard's streaming reader.
+zstandard, frame after frame.
 
 Each object becomes 4 KiB pages of one file, as many as its largest size in the trace needs (at
 least one: a csv, and oracleGeneral objects of up to 4 KiB, take one page each), and each request a
 READ of all of them. Object ids are numbered densely in id order (as np.unique would) and laid out
-in that order, so the file has as many pages as the trace's objects need; one process maps the whole file once, shared and read-only, as llama.cpp maps a model.
-Request i is at i microseconds of trace time (or, on request, at the trace's own clock; see
-ids_to_trace).
+in that order, so the file has as many pages as the trace's objects need; one process maps the
+whole file once, shared and read-only, as llama.cpp maps a model. Request i is at i microseconds of
+trace time (or, on request, at the trace's own clock; see ids_to_trace).
 
 No copies on the way: an oracleGeneral file is mapped (numpy.memmap) and its ids read where they lie;
 the ids are made dense in C in one pass with a hash table of the distinct ids (c_ext/idmap.c: memory
@@ -53,9 +53,9 @@ PARQUET_EXTS = (".parquet", ".pq")
 # readers
 
 def read_oracle_general(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(clock_time, obj_id, obj_size) of the requests in an oracleGeneral file, size-0 requests dropped: views
-    of the file mapped read-only (no copy unless size-0 requests must be left out), or of its
-    decompressed bytes for a `.zst` file."""
+    """(clock_time, obj_id, obj_size) of the requests in an oracleGeneral file, size-0 requests
+    dropped: views of the file mapped read-only (no copy unless size-0 requests must be left out), or
+    of its decompressed bytes for a `.zst` file."""
     if path.lower().endswith(ZST):
         data = _read_bytes(path)
         nbytes = len(data)
@@ -185,8 +185,7 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
     if time not in ("index", "clock"):
         raise ValueError(f"time must be 'index' or 'clock', not {time!r}")
     n = ids.size
-    # the header: the process and its mapping of the objects' file, at time 0 (validated, small)
-    cols = {k: np.empty(n + 2, dt) for k, dt in COLUMNS.items()}
+    cols = {k: np.empty(n + 2, dt) for k, dt in COLUMNS.items()}    # two header rows, then the requests
     pages = cols["page"][2:]
     npages, obj_size = dense_ids(ids, out=pages, sizes=sizes)
     span = None
@@ -196,6 +195,7 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
         cols["npages"][2:] = span[pages]
         np.take(first_page, pages, out=pages)
         npages = int(span.sum())
+    # the header: the process and its mapping of the objects' file, at time 0 (validated, small)
     tb = TraceBuilder(source=source)
     fid = tb.file(source or "libcachesim-objects", npages)
     tb.process(0, PID, "libcachesim-replay")
@@ -203,8 +203,8 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
     head = tb.build()
     for k in COLUMNS:
         cols[k][:2] = head.cols[k]
-    # one READ of one page per request, in request order: the rows TraceBuilder.ranges() would
-    # give, written once into their columns; in time order and inside the mapping by construction
+    # one READ of its object's pages per request, in request order: the rows TraceBuilder.ranges()
+    # would give, written once into their columns; in time order and inside the mapping by construction
     t = cols["t"][2:]
     if time == "clock" and clock is not None:
         np.maximum.accumulate(np.asarray(clock, np.int64), out=t)
@@ -326,6 +326,9 @@ def detect_format(path: str) -> str:
             raise InputError(f"{path}: a compressed Parquet trace; decompress it first (zstd -d {path}): "
                              "Parquet compresses its own columns")
     head = _read_bytes(path, 4096)
+    if path.lower().endswith(ZST) and head.startswith(b"PAR1"):
+        raise InputError(f"{path}: a compressed Parquet trace; decompress it first (zstd -d {path}): "
+                         "Parquet compresses its own columns")
     if head.startswith(b"GGUF") or low.endswith(".gguf"):
         raise InputError(f"{path}: a GGUF model, not a trace; make its trace with "
                          "'kmemsim workload llama MODEL.gguf ... -o TRACE' (or compare the model directly)")
