@@ -368,14 +368,15 @@ class Emulator:
         self._c = self.config.to_c(ffi)    # validate early: bad configs fail before any work
 
     def replay(self, trace: Trace, check_invariants: bool = False) -> Result:
-        return self.replay_batches(trace, (), check_invariants)
+        return self.replay_batches(trace, None, check_invariants)
 
-    def replay_batches(self, trace: Trace, batches: Iterable[dict] = (), check_invariants: bool = False) -> Result:
+    def replay_batches(self, trace: Trace, batches: Iterable[dict] | None, check_invariants: bool = False) -> Result:
         """Replay `trace`, then each batch of events after it, the core's state carried across: a
         trace longer than memory (Parquet row groups, oracleGeneral slices, a stream generated on the
         fly) in bounded memory. A batch is a dict of the trace's columns holding READ and WRITE events
         only, of the trace's processes and mappings, at times from the last event's on; the result
-        equals one replay of the whole (km_replay_continues() in c_ext/replay.c)."""
+        equals one replay of the whole (km_replay_continues() in c_ext/replay.c: every call says more
+        follow, and an empty last call closes the timeline). One batch is held at a time."""
         if not trace.validated:
             validate(trace)
         c = trace.cols
@@ -418,9 +419,7 @@ class Emulator:
             cols = {k: np.ascontiguousarray(v) for k, v in
                     dict(t=c["t"], task=task, op=c["op"], map=mapcol, page=c["page"],
                          npages=c["npages"], arg=arg, flags=flags).items()}
-            batches = iter(batches)
-            nxt = next(batches, None)
-            lib.km_replay_continues(emu, nxt is not None)
+            lib.km_replay_continues(emu, batches is not None)
             t0 = time.perf_counter()
             rc = lib.km_replay(emu, len(trace),
                                ffi.from_buffer("int64_t[]", cols["t"]),
@@ -435,14 +434,20 @@ class Emulator:
             created = np.flatnonzero(mm)
             lengths = c["npages"][created]                 # per dense mapping id: its pages
             last_t = int(c["t"][-1]) if len(trace) else 0
-            while rc == 0 and nxt is not None:
-                b = _batch_columns(nxt, pids, maps[created], lengths, last_t)
-                nxt = next(batches, None)
-                lib.km_replay_continues(emu, nxt is not None)
+            for batch in (batches if batches is not None and rc == 0 else ()):
+                b = _batch_columns(batch, pids, maps[created], lengths, last_t)
+                del batch
                 t0 = time.perf_counter()
                 rc = lib.km_replay(emu, len(b["t"]), *(ffi.from_buffer(f"{ct}[]", b[k]) for k, ct in _C_COLUMNS))
                 self.core_seconds += time.perf_counter() - t0
+                if rc != 0:
+                    break
                 last_t = int(b["t"][-1]) if len(b["t"]) else last_t
+                del b
+            if batches is not None and rc == 0:                # the end: the timeline's closing sample
+                lib.km_replay_continues(emu, 0)
+                null = ffi.NULL
+                rc = lib.km_replay(emu, 0, *(ffi.cast(f"{ct} *", null) for _, ct in _C_COLUMNS))
             if rc != 0:
                 raise InputError("trace rejected by the emulator: " + ffi.string(lib.km_error(emu)).decode())
             if check_invariants and lib.km_check_invariants(emu) != 0:
