@@ -26,6 +26,7 @@ built once, already in order and valid by construction. No Python loop runs per 
 """
 from __future__ import annotations
 
+import mmap
 import os
 
 import numpy as np
@@ -45,6 +46,8 @@ PID = 1
 NS_PER_REQUEST = 1000   # time="index": one request per microsecond of trace time
 BINARY_EXTS = (".oraclegeneral", ".oraclegeneral.bin", ".bin")
 ZST = ".zst"
+SLICE = 1 << 20               # records read between two give-backs of a mapped file's pages
+ZERO_COLUMNS = ("map", "arg", "flags")    # a libCacheSim trace's requests: mapping 0, no chunk, no flags
 CSV_EXTS = (".csv", ".txt")
 PARQUET_EXTS = (".parquet", ".pq")
 
@@ -72,7 +75,8 @@ def read_oracle_general(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rec = np.frombuffer(data, RECORD)
     else:
         try:
-            rec = np.memmap(path, RECORD, mode="r")
+            with open(path, "rb") as f:
+                rec = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), RECORD)
         except OSError as e:
             raise InputError(f"{path}: cannot read ({e.strerror})")
     keep = rec["obj_size"] != 0
@@ -185,9 +189,12 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
     if time not in ("index", "clock"):
         raise ValueError(f"time must be 'index' or 'clock', not {time!r}")
     n = ids.size
-    cols = {k: np.empty(n + 2, dt) for k, dt in COLUMNS.items()}    # two header rows, then the requests
+    # two header rows, then the requests; columns that stay 0 come zeroed from the allocator, so
+    # their pages are never written (nor counted in RSS)
+    cols = {k: (np.zeros if k in ZERO_COLUMNS else np.empty)(n + 2, dt) for k, dt in COLUMNS.items()}
     pages = cols["page"][2:]
-    npages, obj_size = dense_ids(ids, out=pages, sizes=sizes)
+    # the mapped file's pages are not needed again (unless for the clock): RSS falls by them
+    npages, obj_size = dense_ids(ids, out=pages, sizes=sizes, keep=time == "clock")
     span = None
     if obj_size is not None and (obj_size > PAGE_SIZE).any():
         span = np.maximum(1, -(-obj_size.astype(np.int64) // PAGE_SIZE))    # pages per object, id order
@@ -210,21 +217,45 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
         np.maximum.accumulate(np.asarray(clock, np.int64), out=t)
         t -= t[0]
         t *= 1_000_000_000
+        _drop_pages(ids)
     else:
-        np.multiply(np.arange(n, dtype=np.int64), NS_PER_REQUEST, out=t)
+        t[:] = NS_PER_REQUEST                  # i * NS_PER_REQUEST, without an arange beside it
+        np.cumsum(t, out=t)
+        t -= NS_PER_REQUEST
     for k, v in (("pid", PID), ("op", Op.READ), ("map", mid), ("npages", 1), ("arg", 0), ("flags", 0)):
-        if k != "npages" or span is None:
+        if not (k == "npages" and span is not None) and not (k in ZERO_COLUMNS and v == 0):
             cols[k][2:] = v
     return Trace(cols, head.meta, validated=True)
 
 
-def dense_ids(ids: np.ndarray, out: np.ndarray | None = None,
-              sizes: np.ndarray | None = None) -> tuple[int, np.ndarray | None]:
+def _drop_pages(a: np.ndarray, start: int = 0, length: int | None = None) -> None:
+    """Let the kernel take back the resident pages of the mapped file `a` was read from, all or the
+    whole pages of bytes [start, start + length) of `a` (a view of it stays readable: pages fault back
+    in from the page cache if read again). Nothing for an array not read from a mapped file."""
+    m, off = a, None
+    while m is not None and not isinstance(m, mmap.mmap):
+        m = m.obj if isinstance(m, memoryview) else getattr(m, "base", None)
+    if m is None or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    if length is None:
+        m.madvise(mmap.MADV_DONTNEED)
+        return
+    buf = np.frombuffer(m, np.uint8)
+    off = a.__array_interface__["data"][0] - buf.__array_interface__["data"][0] + start
+    lo = -(-off // mmap.PAGESIZE) * mmap.PAGESIZE            # whole pages inside the bytes only
+    hi = min((off + length) // mmap.PAGESIZE * mmap.PAGESIZE, len(m))
+    if hi > lo:
+        m.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def dense_ids(ids: np.ndarray, out: np.ndarray | None = None, sizes: np.ndarray | None = None,
+              keep: bool = True) -> tuple[int, np.ndarray | None]:
     """Each request's object numbered densely in id order, into `out` (int64, or a new array: as
     np.unique(ids, return_inverse=True) numbers them). Returns the number of objects and, with
     `sizes` (per request, uint32, as an oracleGeneral file holds them), each object's largest size
     in id order. The C core's hash table finds the distinct ids in one pass over the ids where they
-    lie (a strided view of a mapped file is not copied); only the distinct ids are sorted."""
+    lie (a strided view of a mapped file is not copied); only the distinct ids are sorted. With
+    keep=False the pages of a mapped file the ids lie in are given back as they are read."""
     out = np.empty(ids.size, np.int64) if out is None else out
     try:
         from ..engine.kernel import ffi, lib      # here: the C core (a build without it sorts instead)
@@ -247,10 +278,17 @@ def dense_ids(ids: np.ndarray, out: np.ndarray | None = None,
     if m == ffi.NULL:
         raise MemoryError
     try:
+        # a slice at a time, each slice's pages of a mapped file given back once read (keep=False)
         base = ffi.cast("uint8_t *", ids.__array_interface__["data"][0])
         sz = ffi.NULL if sizes is None else ffi.cast("uint8_t *", sizes.__array_interface__["data"][0])
-        if lib.km_idmap_add(m, base, ids.size, ids.strides[0], ffi.from_buffer("int32_t[]", first), sz) < 0:
-            raise MemoryError
+        step, st = SLICE, ids.strides[0]
+        for a in range(0, ids.size, step):
+            k = min(step, ids.size - a)
+            if lib.km_idmap_add(m, base + a * st, k, st, ffi.cast("int32_t *", ffi.from_buffer("int32_t[]", first)) + a,
+                                ffi.NULL if sizes is None else sz + a * st) < 0:
+                raise MemoryError
+            if not keep:
+                _drop_pages(ids, a * abs(st), k * abs(st))
         uniq = np.empty(lib.km_idmap_size(m), np.uint64)
         lib.km_idmap_values(m, ffi.from_buffer("uint64_t[]", uniq))
         big = None
@@ -262,7 +300,7 @@ def dense_ids(ids: np.ndarray, out: np.ndarray | None = None,
     order = np.argsort(uniq.view(ids.dtype), kind="stable")
     rank = np.empty(uniq.size, np.int64)       # first-seen index -> place in id order
     rank[order] = np.arange(uniq.size)
-    np.take(rank, first, out=out)
+    np.take(rank, first, out=out, mode="clip")      # (mode="raise" would buffer a copy of out)
     return int(uniq.size), (None if big is None else big[order])
 
 
