@@ -119,3 +119,22 @@ def test_object_sizes_become_page_counts(tmp_path):
     got = lio.load_libcachesim(str(small))
     for k in plain.cols:
         np.testing.assert_array_equal(got.cols[k], plain.cols[k], err_msg=k)
+
+
+def test_a_mapped_file_read_in_slices_gives_the_same_numbering(tmp_path, monkeypatch):
+    """The ids are read a slice at a time and each slice's pages given back (MADV_DONTNEED on the
+    mapping): the numbering and sizes equal one pass's, and the mapping stays readable."""
+    monkeypatch.setattr(lio, "SLICE", 1000)                  # many slices, a page boundary inside records
+    p = tmp_path / "m.oracleGeneral.bin"
+    ids = np.random.default_rng(9).integers(0, 700, 25_013)
+    lio.write_oracle_general(str(p), ids, obj_size=np.random.default_rng(10).integers(1, 20_000, ids.size))
+    clock, got, sizes = lio.read_oracle_general(str(p))
+    out = np.empty(got.size, np.int64)
+    n, big = lio.dense_ids(got, out=out, sizes=sizes, keep=False)
+    uniq, inv = np.unique(ids, return_inverse=True)
+    assert n == uniq.size
+    np.testing.assert_array_equal(out, inv.reshape(-1))
+    want = np.zeros(uniq.size, np.uint32)
+    np.maximum.at(want, inv.reshape(-1), np.asarray(sizes))
+    np.testing.assert_array_equal(big, want)
+    np.testing.assert_array_equal(got, ids)                  # given back, still readable
