@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -109,19 +108,32 @@ def stream_row(n: int, seed: int) -> dict:
             "identical": km == lm and ka == la == n}
 
 
+# Each command is started by this small launcher, which forks and times it: Linux counts in a process's
+# peak RSS the memory of the process it was forked from (exec_mmap() keeps the old mm's high-water
+# mark), so a child forked straight from the bench, which holds the earlier cases' arrays, would show
+# the bench's size; the launcher is small when it forks.
+LAUNCH = """
+import json, os, sys, time
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+print(json.dumps([os.waitstatus_to_exitcode(status), wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024]),
+      file=sys.stderr)
+"""
+
+
 def timed(cmd: list[str], env: dict | None = None) -> dict:
     """One whole process: wall seconds, its own CPU seconds (user + sys) and peak RSS (bytes), from
-    wait4() on it, and its stdout."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    out = p.stdout.read()
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {err.decode()[-400:]}")
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss * 1024, "out": out.decode()}
+    wait4() on it (in the launcher above), and its stdout."""
+    p = subprocess.run([PY, "-c", LAUNCH, *cmd], capture_output=True, env=env)
+    err = p.stderr.decode()
+    code, wall, cpu, rss = json.loads(err.strip().splitlines()[-1])
+    if code != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {code}: {err[-400:]}")
+    return {"wall": wall, "cpu": cpu, "rss": rss, "out": p.stdout.decode()}
 
 
 def kmemsim(*args) -> list[str]:
