@@ -19,10 +19,11 @@ in that order, so the file has as many pages as the trace's objects need; one pr
 whole file once, shared and read-only, as llama.cpp maps a model. Request i is at i microseconds of
 trace time (or, on request, at the trace's own clock; see ids_to_trace).
 
-No copies on the way: an oracleGeneral file is mapped (mmap, read through numpy.frombuffer) and its ids read where they lie;
-the ids are made dense in C in one pass with a hash table of the distinct ids (c_ext/idmap.c: memory
-grows with objects, not requests), and only the distinct ids are sorted; the trace's columns are
-built once, already in order and valid by construction. No Python loop runs per request.
+No copies on the way: an oracleGeneral file is mapped (mmap, read through numpy.frombuffer) and its
+ids read where they lie, made dense in C in one pass with a hash table of the distinct ids
+(c_ext/idmap.c: memory grows with objects, not requests), the file's pages given back as they are
+read; only the distinct ids are sorted; the trace's columns are built once, already in order and
+valid by construction. No Python loop runs per request.
 """
 from __future__ import annotations
 
