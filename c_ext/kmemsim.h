@@ -55,6 +55,9 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
               const int32_t *map, const int64_t *page, const int64_t *npages, const int64_t *arg,
               const uint32_t *flags);
 const char *km_error(struct km_emu *e);
+/* A trace replayed in batches (one longer than memory): with more = 1, km_replay() leaves out the
+ * timeline's closing sample, so batch after batch gives what one call over them all gives. */
+void km_replay_continues(struct km_emu *e, int32_t more);
 int32_t km_nr_counters(void);
 int32_t km_nr_gauges(void);
 const char *km_counter_name(int32_t i);
@@ -82,6 +85,22 @@ void km_lru_gen_state(struct km_emu *e, int64_t *out);                /* 0 or a 
 int32_t km_policy_known(const char *name);
 int32_t km_nr_policies(void);
 const char *km_policy_name(int32_t i);   /* the registry's names, in its order */
+/* The trace readers' side (c_ext/idmap.c): a libCacheSim trace's object ids made dense in one pass
+ * over the requests, with a hash table of the distinct ids (memory grows with objects, not
+ * requests). km_idmap_add() reads n 64-bit ids `stride` bytes apart from `base` (a mapped file's
+ * records as they lie) and writes each one's index in order of first appearance into `first`;
+ * with `sizes` (32-bit, the same stride apart; may be NULL) it keeps each object's largest size.
+ * Returns the number of distinct ids so far, or -1 when the table cannot grow. Batches may follow
+ * one another (a trace read in slices). km_idmap_values() copies the distinct ids, in that order,
+ * km_idmap_sizes() their largest sizes (0 without sizes). */
+struct km_idmap;
+struct km_idmap *km_idmap_new(void);
+int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t stride, int32_t *first,
+                     const uint8_t *sizes);
+int64_t km_idmap_size(struct km_idmap *m);
+void km_idmap_values(struct km_idmap *m, uint64_t *out);
+void km_idmap_sizes(struct km_idmap *m, uint32_t *out);
+void km_idmap_free(struct km_idmap *m);
 /* The recorder's side (not the emulator's): copies the committed records of a BPF ring buffer
  * (kernel/bpf/ringbuf.c) whose records are all `rec` bytes into out, at most cap of them, and
  * releases their space; returns how many, or -1 for a record of another size. */

@@ -37,16 +37,17 @@ static inline void gen_list_add(struct km_emu *e, folio_id id, int l, int tail)
 {
     struct folio *f = &e->folios[id];
     struct lru_head *h = &e->lru[l];
+    struct lru_link *k = &e->links[id];
     f->lru = (uint8_t)l;
     if (tail) {
-        f->next = -1;
-        f->prev = h->tail;
-        if (h->tail >= 0) e->folios[h->tail].next = id; else h->head = id;
+        k->next = -1;
+        k->prev = h->tail;
+        if (h->tail >= 0) e->links[h->tail].next = id; else h->head = id;
         h->tail = id;
     } else {
-        f->prev = -1;
-        f->next = h->head;
-        if (h->head >= 0) e->folios[h->head].prev = id; else h->tail = id;
+        k->prev = -1;
+        k->next = h->head;
+        if (h->head >= 0) e->links[h->head].prev = id; else h->tail = id;
         h->head = id;
     }
     h->nr_pages += folio_nr_pages(f);
@@ -56,11 +57,12 @@ static inline void gen_list_del(struct km_emu *e, folio_id id)
 {
     struct folio *f = &e->folios[id];
     struct lru_head *h = &e->lru[f->lru];
-    if (f->prev >= 0) e->folios[f->prev].next = f->next; else h->head = f->next;
-    if (f->next >= 0) e->folios[f->next].prev = f->prev; else h->tail = f->prev;
+    struct lru_link *k = &e->links[id];
+    if (k->prev >= 0) e->links[k->prev].next = k->next; else h->head = k->next;
+    if (k->next >= 0) e->links[k->next].prev = k->prev; else h->tail = k->prev;
     h->nr_pages -= folio_nr_pages(f);
     f->lru = NO_LRU;
-    f->prev = f->next = -1;
+    k->prev = k->next = -1;
 }
 
 /* list_move() (head) and list_move_tail() to generation gen's list of the folio's type */
@@ -1055,11 +1057,11 @@ int64_t lru_gen_check_invariants(struct km_emu *e)
                        (uint64_t)get_nr_gens(g, type);
             int64_t pages = 0;
             folio_id prev = -1;
-            for (folio_id id = e->lru[l].head; id >= 0; id = e->folios[id].next) {
+            for (folio_id id = e->lru[l].head; id >= 0; id = e->links[id].next) {
                 struct folio *f = &e->folios[id];
                 int fg = folio_lru_gen(f);
                 if (f->lru != l) return km_fail(e, "MGLRU: folio %d on list %d says %d", id, l, f->lru);
-                if (f->prev != prev) return km_fail(e, "MGLRU: folio %d: broken prev link", id);
+                if (e->links[id].prev != prev) return km_fail(e, "MGLRU: folio %d: broken prev link", id);
                 if (folio_is_file_lru(f) != type) return km_fail(e, "MGLRU: folio %d of the other type", id);
                 if (f->flags & (PG_active | PG_unevictable)) return km_fail(e, "MGLRU: folio %d active or unevictable", id);
                 if (fg < 0) return km_fail(e, "MGLRU: folio %d on list %d without a generation", id, l);

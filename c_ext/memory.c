@@ -274,6 +274,10 @@ static int handle_mm_fault(struct km_emu *e, int32_t vi, int64_t p, int write)
 }
 
 /* The fault path of handle_range() (noinline: see there). */
+/* A range that swaps in reads its pages' zram slots in page order, but the slots' sizes
+ * (e->zram_size) at random: fetch the size of the slot this many pages ahead while faulting. Only a
+ * hint (the slot may be freed before it is read): it changes nothing but speed. */
+#define SWAPIN_PF 4
 static __attribute__((noinline)) int64_t handle_range_faults(struct km_emu *e, int32_t vi, int64_t page, int64_t n, int write)
 {
     int64_t end = page + n;
@@ -310,6 +314,10 @@ static __attribute__((noinline)) int64_t handle_range_faults(struct km_emu *e, i
             pte[p] |= PTE_YOUNG | PTE_WRITE;                 /* shared file write: we model no writeback */
             p++;
             continue;
+        }
+        if (v->anon >= 0 && e->objs[v->anon].swap && p + SWAPIN_PF < end) {    /* a hint: SWAPIN_PF */
+            int32_t slot = e->objs[v->anon].swap[p + SWAPIN_PF];
+            if (slot >= 0) __builtin_prefetch(&e->zram_size[slot]);
         }
         if (handle_mm_fault(e, vi, p, write) < 0) {
             if (!e->vmas[vi].alive) break;            /* the task was killed: the rest goes with it */

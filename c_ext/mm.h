@@ -78,10 +78,13 @@ enum { PTE_PRESENT = 1, PTE_YOUNG = 2, PTE_DIRTY = 4, PTE_ANON = 8 /* maps the v
 
 typedef int32_t folio_id;
 
-/* 32 bytes (fields ordered to avoid padding): two folios per cache line, and the LRU's random
- * walks touch one line per folio. */
+/* The LRU links, apart from the folios (e->links[id]): reclaim's walk from a list's tail follows
+ * them one by one, and an array of 8-byte links (a quarter of the folios' bytes) mostly stays in the
+ * cache, while the folios the walk finds are fetched together (isolate_lru_folios()). -1 ends. */
+struct lru_link { folio_id prev, next; };
+
+/* 32 bytes (fields ordered to avoid padding): two folios per cache line. */
 struct folio {
-    folio_id prev, next;      /* LRU links; -1 ends */
     int32_t obj;              /* owning address_space (file) or anon object */
     int32_t mapcount;         /* number of PTEs mapping pages of this folio */
     int64_t index;            /* first page index in obj */
@@ -90,6 +93,7 @@ struct folio {
     uint8_t lru;              /* list it is on, NO_LRU when isolated or free */
     uint8_t cls;              /* page class for zram compressibility */
     uint8_t policy_count;     /* free for policies (DW: rotations so far) */
+    uint32_t stamp;           /* free for policies (the plain LRU: its reference FIFO's stamp) */
 };
 _Static_assert(sizeof(struct folio) == 32, "struct folio should stay 32 bytes");
 
@@ -276,6 +280,8 @@ struct km_emu {
     void *policy_data;
 
     struct folio *folios; int64_t nr_folios, cap_folios; folio_id free_folio;
+    struct lru_link *links;                    /* per folio: its LRU links (free folios: next free) */
+    int more_follows;                          /* km_replay_continues(): a batch, not the trace's end */
     struct lru_head lru[NR_LRU_HEADS];         /* the classic lists, then MGLRU's (LRU_GEN_BASE) */
     int lists_deferred;                        /* list order held by the policy: lists_sync() first */
     int lru_gen_enabled;                       /* MGLRU (cfg.lru_gen): lru_gen.c keeps the lists */
@@ -460,10 +466,11 @@ static inline void lruvec_add_folio(struct km_emu *e, folio_id id, int lru)
         return;
     }
     struct lru_head *h = &e->lru[lru];
+    struct lru_link *k = &e->links[id];
     f->lru = (uint8_t)lru;
-    f->prev = -1;
-    f->next = h->head;
-    if (h->head >= 0) e->folios[h->head].prev = id; else h->tail = id;
+    k->prev = -1;
+    k->next = h->head;
+    if (h->head >= 0) e->links[h->head].prev = id; else h->tail = id;
     h->head = id;
     h->nr_pages += folio_nr_pages(f);
 }
@@ -476,10 +483,11 @@ static inline void lruvec_add_folio_tail(struct km_emu *e, folio_id id, int lru)
         return;
     }
     struct lru_head *h = &e->lru[lru];
+    struct lru_link *k = &e->links[id];
     f->lru = (uint8_t)lru;
-    f->next = -1;
-    f->prev = h->tail;
-    if (h->tail >= 0) e->folios[h->tail].next = id; else h->head = id;
+    k->next = -1;
+    k->prev = h->tail;
+    if (h->tail >= 0) e->links[h->tail].next = id; else h->head = id;
     h->tail = id;
     h->nr_pages += folio_nr_pages(f);
 }
@@ -490,11 +498,12 @@ static inline void lruvec_del_folio(struct km_emu *e, folio_id id)
     if (f->lru == NO_LRU) return;
     if (__builtin_expect(f->lru >= LRU_GEN_BASE, 0)) { lru_gen_del_folio(e, id, 0); return; }
     struct lru_head *h = &e->lru[f->lru];
-    if (f->prev >= 0) e->folios[f->prev].next = f->next; else h->head = f->next;
-    if (f->next >= 0) e->folios[f->next].prev = f->prev; else h->tail = f->prev;
+    struct lru_link *k = &e->links[id];
+    if (k->prev >= 0) e->links[k->prev].next = k->next; else h->head = k->next;
+    if (k->next >= 0) e->links[k->next].prev = k->prev; else h->tail = k->prev;
     h->nr_pages -= folio_nr_pages(f);
     f->lru = NO_LRU;
-    f->prev = f->next = -1;
+    k->prev = k->next = -1;
 }
 
 /* Before anything follows the LRU links: a policy may hold the order elsewhere between range

@@ -35,6 +35,8 @@ static void folios_grow(struct km_emu *e, int64_t cap)
     free(e->folios);
     e->folios = n;
     e->cap_folios = cap;
+    if (!(e->links = realloc(e->links, sizeof(struct lru_link) * (size_t)cap))) abort();
+    km_hugepage_hint(e->links, sizeof(struct lru_link) * (size_t)cap);
     if (e->io_done && !(e->io_done = realloc(e->io_done, sizeof(int64_t) * (size_t)cap))) abort();
     if (e->added_at && !(e->added_at = realloc(e->added_at, sizeof(int64_t) * (size_t)cap))) abort();
 }
@@ -63,13 +65,14 @@ folio_id folio_alloc(struct km_emu *e, int order)
 {
     folio_id id = e->free_folio;
     if (id >= 0) {
-        e->free_folio = e->folios[id].next;
+        e->free_folio = e->links[id].next;
     } else {
         if (e->nr_folios == e->cap_folios) folios_grow(e, e->cap_folios ? e->cap_folios * 2 : 4096);
         id = (folio_id)e->nr_folios++;
     }
     struct folio *f = &e->folios[id];
-    f->prev = f->next = -1;
+    e->links[id].prev = e->links[id].next = -1;
+    f->stamp = 0;
     f->obj = -1;
     f->index = 0;
     f->flags = 0;
@@ -93,7 +96,7 @@ void folio_free(struct km_emu *e, folio_id id)
     count(e, VM_pgfree, nr);
     f->obj = -1;
     f->lru = NO_LRU;
-    f->next = e->free_folio;
+    e->links[id].next = e->free_folio;
     e->free_folio = id;
 }
 

@@ -72,8 +72,8 @@ static int64_t lru_reclaim(struct km_emu *e, int64_t nr, int who)
  * instead: each reference appends (folio, stamp) and stamps the folio; the live entry of a folio
  * is the one whose stamp it still carries, and the oldest live entry is the list's tail. The same
  * order as the list, so the same evictions; the FIFO is read in order, so its folios are
- * prefetched well ahead of the evictions that need them. While deferred, a folio's prev field
- * holds its stamp (the links are rebuilt by lru_sync_lists before anything else reads them). */
+ * prefetched well ahead of the evictions that need them. While deferred, the list's links are
+ * stale: lru_sync_lists rebuilds them before anything else reads them. */
 struct lru_ref { folio_id id; uint32_t stamp; };
 struct lru_fifo {
     uint64_t head, tail;            /* entries [head, tail), indices mod cap */
@@ -84,7 +84,7 @@ struct lru_fifo {
 #define FIFO_PF_FOLIO 16            /* prefetch the folio of the entry this far past the head */
 #define FIFO_PF_SLOT 8              /* and the page-cache slot and PTE of a live one this far */
 
-static inline uint32_t *folio_stamp(struct folio *f) { return (uint32_t *)&f->prev; }
+static inline uint32_t *folio_stamp(struct folio *f) { return &f->stamp; }
 
 static inline int lru_ref_live(const struct km_emu *e, struct lru_ref r)
 {
@@ -136,7 +136,7 @@ static struct lru_fifo *lru_defer(struct km_emu *e, uint64_t n)
     q = lru_fifo_reserve(e, q, (uint64_t)h->nr_pages + n);
     q->clock = 0;
     for (folio_id id = h->tail; id >= 0; ) {
-        folio_id prev = e->folios[id].prev;
+        folio_id prev = e->links[id].prev;
         lru_fifo_push(e, q, id);
         id = prev;
     }
@@ -149,7 +149,7 @@ static void lru_sync_lists(struct km_emu *e)
 {
     struct lru_fifo *q = e->policy_data;
     struct lru_head *h = &e->lru[LRU_INACTIVE_FILE];
-    lru_fifo_compact(e, q);                     /* first: relinking overwrites the stamps */
+    lru_fifo_compact(e, q);                     /* the live entries, oldest first */
     h->head = h->tail = -1;
     h->nr_pages = 0;
     for (uint64_t r = q->head; r < q->tail; r++) lruvec_add_folio(e, q->q[r & (q->cap - 1)].id, LRU_INACTIVE_FILE);

@@ -116,7 +116,7 @@ void km_free(struct km_emu *e)
         free(e->objs[i].folio); free(e->objs[i].shadow); free(e->objs[i].xa_leaf); free(e->objs[i].swap); free(e->objs[i].vmas);
     }
     for (int32_t i = 0; i < e->nr_vmas; i++) free(e->vmas[i].pte);   /* NULL once unmapped, or never made */
-    free(e->objs); free(e->vmas); free(e->tasks); free(e->folios); free(e->file_obj);
+    free(e->objs); free(e->vmas); free(e->tasks); free(e->folios); free(e->links); free(e->file_obj);
     free(e->task_vm); free(e->phase_vm); free(e->tl); free(e->tl_rss); free(e->zram_size); free(e->zram_free);
     free(e->policy_data); free(e->ioq); free(e->bios); free(e->io_done); free(e->added_at);
     lru_gen_free(e);
@@ -187,9 +187,9 @@ static inline __attribute__((always_inline)) void prefetch_events(const struct k
     if (r->obj >= 0 && !e->lists_deferred) {                 /* deferred: the links hold no list */
         folio_id id = e->objs[r->obj].folio[r->idx];
         if (pf_folio_ok(e, id)) {
-            const struct folio *f = &e->folios[id];
-            if (pf_folio_ok(e, f->prev)) __builtin_prefetch(&e->folios[f->prev]);
-            if (pf_folio_ok(e, f->next)) __builtin_prefetch(&e->folios[f->next]);
+            const struct lru_link *k = &e->links[id];
+            if (pf_folio_ok(e, k->prev)) __builtin_prefetch(&e->links[k->prev]);
+            if (pf_folio_ok(e, k->next)) __builtin_prefetch(&e->links[k->next]);
         }
     }
 }
@@ -350,9 +350,11 @@ int km_replay(struct km_emu *e, int64_t n, const int64_t *t, const int32_t *task
         }
     }
     if (e->nomem) return km_fail(e, "out of memory at the end of the trace");
-    timeline_sample(e, e->now);
+    if (!e->more_follows) timeline_sample(e, e->now);
     return 0;
 }
+
+void km_replay_continues(struct km_emu *e, int32_t more) { e->more_follows = more != 0; }
 
 void km_file_stats(struct km_emu *e, int64_t *out)
 {
@@ -390,10 +392,10 @@ int32_t km_check_invariants(struct km_emu *e)
     for (int l = 0; l < NR_LRU_LISTS; l++) {
         int64_t pages = 0;
         folio_id prev = -1;
-        for (folio_id id = e->lru[l].head; id >= 0; id = e->folios[id].next) {
+        for (folio_id id = e->lru[l].head; id >= 0; id = e->links[id].next) {
             struct folio *f = &e->folios[id];
             if (f->lru != l) return km_fail(e, "folio %d on list %d says it is on %d", id, l, f->lru), 1;
-            if (f->prev != prev) return km_fail(e, "folio %d: broken prev link", id), 2;
+            if (e->links[id].prev != prev) return km_fail(e, "folio %d: broken prev link", id), 2;
             if (folio_lru_list(f) != l && l != LRU_UNEVICTABLE && !e->policy->folio_add_lru)  /* a policy may choose */
                 return km_fail(e, "folio %d flags say list %d, it is on %d", id, folio_lru_list(f), l), 3;
             pages += folio_nr_pages(f);

@@ -266,17 +266,31 @@ int64_t lru_gen_shrink_folio_list(struct km_emu *e, folio_id *list, int64_t n, s
     return shrink_folio_list(e, list, n, sc, nr_pageout, nr_activate);
 }
 
-/* isolate_lru_folios(): take up to nr_to_scan pages' worth from the tail. */
+/* isolate_lru_folios(): take up to nr_to_scan pages' worth from the tail. As the kernel does, in
+ * batches (nr_to_scan is at most SWAP_CLUSTER_MAX from shrink_lruvec()): the batch's folios are
+ * found by following the links from the tail first, each folio fetched as it is found, so the
+ * folios' cache misses overlap instead of coming one after another; then they are taken off in the
+ * same order, as many as the pages allow (a folio is at least a page: never more than nr_to_scan
+ * folios). The same folios as taking the tail one at a time. */
+#define ISOLATE_BATCH SWAP_CLUSTER_MAX
 static int64_t isolate_lru_folios(struct km_emu *e, int lru, int64_t nr_to_scan, folio_id **buf,
                                   int64_t *cap, int64_t *nr_scanned)
 {
     int64_t n = 0, scanned = 0;
     while (scanned < nr_to_scan && e->lru[lru].tail >= 0) {
-        folio_id id = e->lru[lru].tail;
-        scanned += folio_nr_pages(&e->folios[id]);
-        lruvec_del_folio(e, id);
-        if (n == *cap) { *cap = *cap ? *cap * 2 : 64; *buf = realloc(*buf, sizeof(folio_id) * *cap); }
-        (*buf)[n++] = id;
+        folio_id batch[ISOLATE_BATCH];
+        int64_t want = nr_to_scan - scanned < ISOLATE_BATCH ? nr_to_scan - scanned : ISOLATE_BATCH, nb = 0;
+        for (folio_id id = e->lru[lru].tail; id >= 0 && nb < want; id = e->links[id].prev) {
+            __builtin_prefetch(&e->folios[id], 1);
+            batch[nb++] = id;
+        }
+        for (int64_t i = 0; i < nb && scanned < nr_to_scan; i++) {
+            folio_id id = batch[i];
+            scanned += folio_nr_pages(&e->folios[id]);
+            lruvec_del_folio(e, id);
+            if (n == *cap) { *cap = *cap ? *cap * 2 : 64; *buf = realloc(*buf, sizeof(folio_id) * *cap); }
+            (*buf)[n++] = id;
+        }
     }
     *nr_scanned = scanned;
     return n;

@@ -11,7 +11,11 @@
       oracleGeneral file: the per-request loop never enters Python), and kmemsim's `lru` policy on
       the same trace and capacity; their miss counts must be identical.
 
-Only the replay call is timed (not trace building, not Emulator construction); each case runs
+Then (e)-(g), whole processes as a user meets them (kmemsim/bench/whole.py): `kmemsim replay` against
+libCacheSim's Python API on the same trace and capacity, start-up, and the Llama-2-7B replay under
+pressure, with peak RSS per trace event and per emulated page (issue 39).
+
+Only the replay call is timed in (a)-(c) (not trace building, not Emulator construction); each case runs
 `--repeat` times (default 3) and the best time counts. Targets (issue 2): >= 100 M page refs/s for
 range events on one core; `lru` >= 5x libCacheSim's LRU with identical misses. Exit status 1 when the
 miss counts differ (a correctness failure), else 0; throughput below target is reported, not fatal.
@@ -105,6 +109,12 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=20240601)
     ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    ap.add_argument("--whole-requests", default="1M,4M",
+                    help="(e): trace sizes, comma-separated (K/M/G suffixes); 'none' to leave (e)-(g) out")
+    ap.add_argument("--whole-rounds", type=int, default=3, help="(e): A/B pairs per size")
+    ap.add_argument("--llama-decode", type=int, default=256, help="(g): decode tokens; 0 leaves (g) out")
+    ap.add_argument("--billion", type=int, default=0, metavar="N",
+                    help="(h): N requests made on the fly, replayed in batches (1073741824 for the issue's 1 G)")
     a = ap.parse_args(argv)
 
 
@@ -203,8 +213,18 @@ def main(argv=None):
     print("for reference, the C event loop alone (km_replay; the figures above time all of replay()):")
     for c, v in core_rate.items():
         print(f"  {c}: {v / 1e6:.1f} M refs/s")
+    whole_res = None
+    if a.whole_requests != "none":
+        from . import whole  # here: (e)-(g) run only when asked
+        sizes = [int(float(x[:-1]) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[x[-1].upper()])
+                 if x[-1].isalpha() else int(x) for x in a.whole_requests.split(",")]
+        whole_res, lines = whole.main(sizes, a.whole_rounds, a.seed, a.llama_decode, billion=a.billion)
+        print()
+        print("\n".join(lines))
+        same = same and all(r["identical"] for r in whole_res["lru"]) and \
+            (not whole_res["stream"] or whole_res["stream"]["identical"])
     if a.json:
-        out = {"rows": [dict(zip(("case", "policy", "refs", "seconds", "misses"), r)) for r in rows],
+        out = {"whole": whole_res,"rows": [dict(zip(("case", "policy", "refs", "seconds", "misses"), r)) for r in rows],
                "range_refs_per_s": range_rate, "lru_ratio": k_rate / l_rate,
                "misses_identical": same, "pages": a.pages, "mem_pages": mem_pages,
                "core_refs_per_s": core_rate, "mzcache_ttft_grid_s": mz_s,

@@ -1,29 +1,28 @@
-"""The `kmemsim` command: the group (main.py) and one module per command, registered here with one line
-each. The command modules import their heavy machinery inside the command (start-up: `kmemsim --help`
-loads no pandas, no C core)."""
+"""The `kmemsim` command: the group (main.py) and one module per command, registered here in one table,
+name -> "module:attr", imported only when the command is used (start-up: `kmemsim --help` loads no
+numpy, pandas or C core). A group whose subcommands live in other modules lists them beside it."""
 from .main import main
-from . import cleanup, compare, demo, experiment, export, is_live, predict, profile, record, replay, scenario, sweep, \
-    trace_export, trace_import, validate, vm, workload
 
 __all__ = ["main"]
 
-main.add_command(demo.demo)
-main.add_command(compare.compare)
-main.add_command(experiment.experiment)
-main.add_command(profile.profile)
-main.add_command(replay.replay)
-main.add_command(record.run)
-main.add_command(record.record)
-main.add_command(cleanup.cleanup)
-main.add_command(workload.model)
-main.add_command(workload.workload)
-main.add_command(workload.trace)
-main.add_command(predict.predict)
-main.add_command(validate.validate)
-main.add_command(is_live.is_live)
-main.add_command(sweep.sweep)
-main.add_command(export.export)
-main.add_command(vm.vm)
-workload.workload.add_command(scenario.scenario)     # `kmemsim workload scenario`
-workload.trace.add_command(trace_import.trace_import)   # `kmemsim trace import ftrace|perfetto`
-workload.trace.add_command(trace_export.trace_export)   # `kmemsim trace export oracleGeneral|csv`
+_C = "kmemsim.cli."
+main.lazy.update({
+    "demo": _C + "demo:demo",
+    "compare": _C + "compare:compare",
+    "experiment": _C + "experiment:experiment",
+    "profile": _C + "profile:profile",
+    "replay": _C + "replay:replay",
+    "run": _C + "record:run",
+    "record": _C + "record:record",
+    "cleanup": _C + "cleanup:cleanup",
+    "model": _C + "workload:model",
+    "workload": (_C + "workload:workload", {"scenario": _C + "scenario:scenario"}),
+    "trace": (_C + "workload:trace", {"import": _C + "trace_import:trace_import",
+                                      "export": _C + "trace_export:trace_export"}),
+    "predict": _C + "predict:predict",
+    "validate": _C + "validate:validate",
+    "is-live": _C + "is_live:is_live",
+    "sweep": _C + "sweep:sweep",
+    "export": _C + "export:export",
+    "vm": _C + "vm:vm",
+})

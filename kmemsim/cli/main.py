@@ -1,5 +1,7 @@
 """The `kmemsim` click group and its one-line errors. Each command lives in a module of its own in this
-folder and is registered in __init__.py with one line.
+folder and is registered in __init__.py's table with one line; a command's module is imported only
+when that command runs or its help is shown (click's lazy group: docs "Advanced Groups"), so
+`kmemsim replay` does not pay for pandas, matplotlib, dask or bcc.
 
 Errors: kmemsim.core.errors.InputError and click's usage errors print one line, `kmemsim: <what is
 wrong>`, on stderr and exit 2, with no traceback and nothing on stdout.
@@ -7,6 +9,7 @@ wrong>`, on stderr and exit 2, with no traceback and nothing on stdout.
 from __future__ import annotations
 
 import errno
+from importlib import import_module
 
 import click
 
@@ -37,6 +40,27 @@ def _usage(e: click.UsageError) -> OneLineError:
 
 
 class KmemsimGroup(click.Group):
+    """A click group whose commands are named in a table, {name: "module:attr"}, and imported on use.
+    A table's value may also be ("module:attr", {subname: "module:attr"}) for a group that gains
+    subcommands registered outside its own module."""
+
+    def __init__(self, *args, lazy: dict | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in self.lazy:
+            spec = self.lazy[name]
+            where, children = (spec, {}) if isinstance(spec, str) else spec
+            cmd = _load(where)
+            for sub, sub_where in children.items():
+                cmd.add_command(_load(sub_where), sub)
+            self.add_command(cmd, name)
+        return super().get_command(ctx, name)
+
     def make_context(self, *args, **kwargs):
         try:
             return super().make_context(*args, **kwargs)
@@ -62,6 +86,11 @@ class KmemsimGroup(click.Group):
         except MemoryError:
             raise OneLineError("out of memory: the input asks for more than this machine has; "
                                "give smaller sizes or counts") from None
+
+
+def _load(where: str) -> click.Command:
+    module, _, attr = where.partition(":")
+    return getattr(import_module(module), attr)
 
 
 @click.group(cls=KmemsimGroup)

@@ -10,7 +10,6 @@ import json
 import os
 
 import click
-import numpy as np
 
 from ..core.errors import InputError
 from ..core.paths import input_file
@@ -35,6 +34,7 @@ def build_config(mem, mem_limit, swappiness, zram, policy, lru="classic"):
 
 
 def _jsonable(x):
+    import numpy as np          # here: the summary's values are numpy's; `--help` needs none
     if isinstance(x, np.integer):
         return int(x)
     if isinstance(x, np.floating):

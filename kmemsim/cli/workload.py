@@ -9,7 +9,6 @@ import time
 
 import click
 
-from ..core import trace as tr_mod
 from ..core.data import DEFAULT_DEVICE
 from ..core.errors import InputError
 from ..core.limits import MAX_U32, check_int
@@ -150,6 +149,7 @@ def workload_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load
     """Trace of llama.cpp inference on MODEL.gguf (or a preset layout), from its tensor offsets."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
     from ..engine.time import device
+    from ..core import trace as tr_mod      # here: the trace schema loads numpy (start-up)
     from ..workload import llama as lw
     from ..workload.llama import routing
     output_file(out)
@@ -199,6 +199,7 @@ def trace_llama(model_path, prompt, decode, ctx, batch, ubatch, kv_type, load_mo
                 repack, seed, out, routing_out):
     """Run real llama.cpp (llama-cpp-python) with cb_eval and record the weights each graph node reads."""
     # here, not at the top: `kmemsim --help` loads no pandas, matplotlib or C core
+    from ..core import trace as tr_mod      # here: the trace schema loads numpy (start-up)
     from ..workload import llama as lw
     from ..workload.llama import cb_eval as llama_trace
     from ..core.atomic import atomic_write
@@ -231,6 +232,7 @@ Example:
 @click.option("--json", "as_json", is_flag=True, help="everything, as JSON (sizes in *_bytes, times in *_ns)")
 def trace_info_cmd(trace_path, as_json):
     """Processes, mappings, bytes read and written per phase, distinct pages."""
+    from ..core import trace as tr_mod  # here: the trace schema loads numpy (start-up)
     from ..report.trace_info import format_text, info   # here: `kmemsim --help` loads no pandas
     d = info(tr_mod.load(trace_path))
     click.echo(json.dumps(d, indent=1) if as_json else format_text(d))

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
 from .errors import InputError
 from .limits import MAX_MEM_BYTES
 
@@ -125,6 +123,7 @@ def page_span(off, nbytes):
 
 def page_runs(starts, ends):
     """Coalesce byte ranges (arrays, sorted by start) into page runs: (first pages, page counts)."""
+    import numpy as np          # here: parse_size is on every command's start-up path
     starts = np.asarray(starts, np.int64)
     ends = np.asarray(ends, np.int64)
     ps = starts // PAGE_SIZE
@@ -139,6 +138,7 @@ def page_runs(starts, ends):
 
 def spread(n, total):
     """n of `total` pages spread evenly over them, as runs: (first pages, run lengths)."""
+    import numpy as np  # here: parse_size is on every start-up path
     if n <= 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     idx = np.arange(n, dtype=np.int64) * total // n

@@ -8,10 +8,11 @@ import glob
 import importlib.util
 import os
 import time
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, asdict
+from functools import cached_property
+from typing import Iterable
 
 import numpy as np
-import pandas as pd
 
 from ..core import limits
 from ..core.errors import InputError
@@ -259,18 +260,113 @@ class PageState:
     RESIDENT, ACTIVE, UNEVICTABLE, REFERENCED, SHADOW = 1, 2, 4, 8, 16
 
 
-@dataclass
 class Result:
-    summary: dict                          # kernel-named totals, plus accesses/misses and peaks
-    timeline: pd.DataFrame                 # sampled counters and gauges over trace time
-    per_phase: pd.DataFrame                # counter totals per phase name
-    per_process: pd.DataFrame              # counter totals per pid
-    files: pd.DataFrame                    # per file: pages added/deleted/resident
-    page_states: dict = field(default_factory=dict)   # path -> per-page bits (PageState)
-    config: dict = field(default_factory=dict)
-    kills: pd.DataFrame = None             # pid, t (trace ns), by ("oom" or "lmkd"), reason: the tasks killed
-    lru_gen: dict = None                   # MGLRU's state at the end (lru_gen_state()); None with the classic lists
-    rss: pd.DataFrame = None               # per timeline row (same index): each pid's mapped pages (rss)
+    """What a replay gives back. The tables are pandas DataFrames built from the core's arrays on first
+    use, so a caller that reads only the summary (`kmemsim replay --json`) never loads pandas."""
+
+    def __init__(self, summary: dict, raw: dict, page_states: dict | None = None, config: dict | None = None,
+                 lru_gen: dict | None = None):
+        self.summary = summary             # kernel-named totals, plus accesses/misses and peaks
+        self.page_states = page_states if page_states is not None else {}   # path -> per-page bits (PageState)
+        self.config = config if config is not None else {}
+        self.lru_gen = lru_gen             # MGLRU's state at the end (lru_gen_state()); None with the classic lists
+        self._raw = raw                    # the core's arrays the tables below are made of
+
+    @cached_property
+    def timeline(self) -> "pd.DataFrame":
+        """Sampled counters and gauges over trace time."""
+        import pandas as pd  # here: built on first read (replay --json loads no pandas)
+        r = self._raw
+        tl = pd.DataFrame(r["timeline"], columns=["t", "phase"] + COUNTERS + GAUGES)
+        phases = r["phases"]
+        tl["phase"] = [phases[i] if 0 <= i < len(phases) else "" for i in tl["phase"]]
+        return tl
+
+    @cached_property
+    def per_phase(self) -> "pd.DataFrame":
+        """Counter totals per phase name."""
+        import pandas as pd  # here: built on first read (replay --json loads no pandas)
+        r = self._raw
+        return pd.DataFrame(r["per_phase"][:len(r["phases"])].astype(np.int64),
+                            index=pd.Index(r["phases"], name="phase"), columns=COUNTERS)
+
+    @cached_property
+    def per_process(self) -> "pd.DataFrame":
+        """Counter totals per pid."""
+        import pandas as pd  # here: built on first read (replay --json loads no pandas)
+        r = self._raw
+        return pd.DataFrame(r["per_task"].astype(np.int64), index=pd.Index(r["pids"], name="pid"), columns=COUNTERS)
+
+    @cached_property
+    def files(self) -> "pd.DataFrame":
+        """Per file: pages added/deleted/resident."""
+        import pandas as pd  # here: built on first read (replay --json loads no pandas)
+        r = self._raw
+        fs = r["file_stats"]
+        return pd.DataFrame({"path": r["paths"], "pages_added": fs[:, 0], "pages_deleted": fs[:, 1],
+                             "resident_pages": fs[:, 2]})
+
+    @cached_property
+    def rss(self) -> "pd.DataFrame":
+        """Per timeline row (same index): each pid's mapped pages (rss)."""
+        import pandas as pd  # here: built on first read (replay --json loads no pandas)
+        r = self._raw
+        return pd.DataFrame(r["rss"], columns=pd.Index(np.asarray(r["pids"]), name="pid"))
+
+    @cached_property
+    def kills(self) -> "pd.DataFrame":
+        """pid, t (trace ns), by ("oom" or "lmkd"), reason: the tasks killed."""
+        import pandas as pd  # here: built on first read (replay --json loads no pandas)
+        r = self._raw
+        kills = r["kills"]
+        k = kills[:, 0] >= 0
+        return (pd.DataFrame({"pid": np.asarray(r["pids"])[k], "t": kills[k, 0],
+                              "by": np.where(kills[k, 1] >= 2, "lmkd", "oom"),
+                              "reason": [LMKD_REASONS[b - 2] if b >= 2 else "oom" for b in kills[k, 1]]})
+                .sort_values("t", kind="stable", ignore_index=True))
+
+
+# km_replay()'s columns, in its order, with their C types
+_C_COLUMNS = (("t", "int64_t"), ("task", "int32_t"), ("op", "uint8_t"), ("map", "int32_t"), ("page", "int64_t"),
+              ("npages", "int64_t"), ("arg", "int64_t"), ("flags", "uint32_t"))
+
+
+def _batch_columns(b: dict, pids: np.ndarray, map_ids: np.ndarray, lengths: np.ndarray, last_t: int) -> dict:
+    """A batch's columns as km_replay() takes them, checked: READ/WRITE events of known processes and
+    mappings, inside them, from time last_t on. map_ids: the trace's mapping ids in order of creation."""
+    n = len(b["t"])
+    if any(len(b[k]) != n for k in ("t", "pid", "op", "map", "page", "npages")):
+        raise InputError("a batch's columns differ in length")
+    op = np.asarray(b["op"], np.uint8)
+    t = np.ascontiguousarray(b["t"], np.int64)
+    if n == 0:
+        return {k: np.zeros(0, np.dtype(ct.replace("_t", ""))) for k, ct in _C_COLUMNS}
+    bad = np.flatnonzero((op != Op.READ) & (op != Op.WRITE))
+    if bad.size:
+        raise InputError(f"batch row {int(bad[0])}: op {int(op[bad[0]])}; batches hold READ and WRITE events only")
+    if t[0] < last_t or (n > 1 and (np.diff(t) < 0).any()):
+        raise InputError("a batch's times go backwards (from the last event's on, in order)")
+    pid = np.asarray(b["pid"])
+    task = np.searchsorted(pids, pid)
+    known = (task < len(pids)) & (pids[np.minimum(task, len(pids) - 1)] == pid)
+    if not known.all():
+        raise InputError(f"batch row {int(np.flatnonzero(~known)[0])}: a process the trace does not start")
+    order = np.argsort(map_ids, kind="stable")
+    m = np.asarray(b["map"], np.int64)
+    pos = np.searchsorted(map_ids[order], m)
+    ok = (pos < len(map_ids)) & (map_ids[order][np.minimum(pos, len(map_ids) - 1)] == m)
+    if not ok.all():
+        raise InputError(f"batch row {int(np.flatnonzero(~ok)[0])}: a mapping the trace does not create")
+    dense = order[pos].astype(np.int32)
+    page, npages = np.asarray(b["page"], np.int64), np.asarray(b["npages"], np.int64)
+    out = (page < 0) | (npages < 0) | (page + npages > lengths[dense])
+    if out.any():
+        raise InputError(f"batch row {int(np.flatnonzero(out)[0])}: range runs past the end of its mapping")
+    zeros = lambda dt: np.zeros(n, dt)  # noqa: E731
+    return {"t": t, "task": task.astype(np.int32), "op": np.ascontiguousarray(op), "map": dense,
+            "page": np.ascontiguousarray(page), "npages": np.ascontiguousarray(npages),
+            "arg": np.ascontiguousarray(b.get("arg", zeros(np.int64)), np.int64),
+            "flags": np.ascontiguousarray(b.get("flags", zeros(np.uint32)), np.uint32)}
 
 
 class Emulator:
@@ -279,6 +375,15 @@ class Emulator:
         self._c = self.config.to_c(ffi)    # validate early: bad configs fail before any work
 
     def replay(self, trace: Trace, check_invariants: bool = False) -> Result:
+        return self.replay_batches(trace, None, check_invariants)
+
+    def replay_batches(self, trace: Trace, batches: Iterable[dict] | None, check_invariants: bool = False) -> Result:
+        """Replay `trace`, then each batch of events after it, the core's state carried across: a
+        trace longer than memory (Parquet row groups, oracleGeneral slices, a stream generated on the
+        fly) in bounded memory. A batch is a dict of the trace's columns holding READ and WRITE events
+        only, of the trace's processes and mappings, at times from the last event's on; the result
+        equals one replay of the whole (km_replay_continues() in c_ext/replay.c: every call says more
+        follow, and an empty last call closes the timeline). One batch is held at a time."""
         if not trace.validated:
             validate(trace)
         c = trace.cols
@@ -321,6 +426,7 @@ class Emulator:
             cols = {k: np.ascontiguousarray(v) for k, v in
                     dict(t=c["t"], task=task, op=c["op"], map=mapcol, page=c["page"],
                          npages=c["npages"], arg=arg, flags=flags).items()}
+            lib.km_replay_continues(emu, batches is not None)
             t0 = time.perf_counter()
             rc = lib.km_replay(emu, len(trace),
                                ffi.from_buffer("int64_t[]", cols["t"]),
@@ -332,6 +438,23 @@ class Emulator:
                                ffi.from_buffer("int64_t[]", cols["arg"]),
                                ffi.from_buffer("uint32_t[]", cols["flags"]))
             self.core_seconds = time.perf_counter() - t0   # the C event loop alone (bench reports it)
+            created = np.flatnonzero(mm)
+            lengths = c["npages"][created]                 # per dense mapping id: its pages
+            last_t = int(c["t"][-1]) if len(trace) else 0
+            for batch in (batches if batches is not None and rc == 0 else ()):
+                b = _batch_columns(batch, pids, maps[created], lengths, last_t)
+                del batch
+                t0 = time.perf_counter()
+                rc = lib.km_replay(emu, len(b["t"]), *(ffi.from_buffer(f"{ct}[]", b[k]) for k, ct in _C_COLUMNS))
+                self.core_seconds += time.perf_counter() - t0
+                if rc != 0:
+                    break
+                last_t = int(b["t"][-1]) if len(b["t"]) else last_t
+                del b
+            if batches is not None and rc == 0:                # the end: the timeline's closing sample
+                lib.km_replay_continues(emu, 0)
+                null = ffi.NULL
+                rc = lib.km_replay(emu, 0, *(ffi.cast(f"{ct} *", null) for _, ct in _C_COLUMNS))
             if rc != 0:
                 raise InputError("trace rejected by the emulator: " + ffi.string(lib.km_error(emu)).decode())
             if check_invariants and lib.km_check_invariants(emu) != 0:
@@ -350,8 +473,6 @@ class Emulator:
         tl = np.zeros((rows, 2 + nc + ng), np.int64)
         if rows:
             lib.km_timeline(emu, ffi.from_buffer("int64_t[]", tl))
-        timeline = pd.DataFrame(tl, columns=["t", "phase"] + COUNTERS + GAUGES)
-        timeline["phase"] = [phases[i] if 0 <= i < len(phases) else "" for i in timeline["phase"]]
         rss = np.zeros((rows, len(pids)), np.int64)
         if rows and len(pids):
             lib.km_timeline_rss(emu, ffi.from_buffer("int64_t[]", rss))
@@ -373,21 +494,11 @@ class Emulator:
         summary["peak_memory_bytes"] = summary.pop("peak_memory") * PAGE_SIZE
         kills = np.zeros((len(pids), 2), np.int64)
         lib.km_task_kills(emu, ffi.from_buffer("int64_t[]", kills))
-        k = kills[:, 0] >= 0
         return Result(
-            kills=pd.DataFrame({"pid": np.asarray(pids)[k], "t": kills[k, 0],
-                                "by": np.where(kills[k, 1] >= 2, "lmkd", "oom"),
-                                "reason": [LMKD_REASONS[b - 2] if b >= 2 else "oom" for b in kills[k, 1]]})
-                .sort_values("t", kind="stable", ignore_index=True),
             summary=summary,
-            timeline=timeline,
-            per_phase=pd.DataFrame(per_phase[:len(phases)].astype(np.int64), index=pd.Index(phases, name="phase"),
-                                   columns=COUNTERS),
-            per_process=pd.DataFrame(per_task.astype(np.int64), index=pd.Index(pids, name="pid"), columns=COUNTERS),
-            files=pd.DataFrame({"path": [f["path"] for f in files], "pages_added": fs[:, 0],
-                                "pages_deleted": fs[:, 1], "resident_pages": fs[:, 2]}),
+            raw={"timeline": tl, "phases": phases, "per_phase": per_phase, "per_task": per_task, "pids": pids,
+                 "file_stats": fs, "paths": [f["path"] for f in files], "kills": kills, "rss": rss},
             page_states=states,
             config=asdict(self.config),
             lru_gen=lru_gen_state(emu) if self.config.lru == "mglru" else None,
-            rss=pd.DataFrame(rss, columns=pd.Index(np.asarray(pids), name="pid")),
         )

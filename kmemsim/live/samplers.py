@@ -14,8 +14,6 @@ import threading
 import time
 from array import array
 
-import numpy as np
-
 ZRAM_MM_STAT = ("orig_data_size", "compr_data_size", "mem_used_total", "mem_limit", "mem_used_max",
                 "same_pages", "pages_compacted", "huge_pages", "huge_pages_since")
 # /sys/block/<dev>/stat (Documentation/block/stat.rst); zram accounts every bio it serves here.
@@ -126,7 +124,8 @@ class Source:
         self.segments.append([[lines[i].split(b":")[0].decode() for i in idx], array("q"), array("q")])
 
     def frame(self):
-        import pandas as pd      # here: the CLI's option defaults import this module (start-up)
+        import numpy as np       # here: the CLI's option defaults import this module (start-up)
+        import pandas as pd
         frames = []
         for names, ts, vals in self.segments:
             v = np.frombuffer(vals, np.int64).reshape(len(ts), -1) if len(ts) else np.zeros((0, len(names)))

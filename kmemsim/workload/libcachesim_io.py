@@ -9,14 +9,25 @@ Two of libCacheSim's formats (github.com/1a1a11a/libCacheSim, traceReader/):
   is a header (libCacheSim guesses a header the same way, from letters versus digits). Ids are
   decimal unsigned 64-bit integers; blank lines are skipped.
 
-Each object becomes one 4 KiB page of one file, each request a READ of that page. Object ids are
-numbered densely in id order (np.unique), so the file has as many pages as the trace has objects; one
-process maps the whole file once, shared and read-only, as llama.cpp maps a model. Request i is at
-i microseconds of trace time (or, on request, at the trace's own clock; see ids_to_trace).
-Everything is vectorised: no Python loop runs per request.
+Either may be zstd-compressed (`.zst`, as libCacheSim's data sets are shipped): read through
+zstandard, frame after frame.
+
+Each object becomes 4 KiB pages of one file, as many as its largest size in the trace needs (at
+least one: a csv, and oracleGeneral objects of up to 4 KiB, take one page each), and each request a
+READ of all of them. Object ids are numbered densely in id order (as np.unique would) and laid out
+in that order, so the file has as many pages as the trace's objects need; one process maps the
+whole file once, shared and read-only, as llama.cpp maps a model. Request i is at i microseconds of
+trace time (or, on request, at the trace's own clock; see ids_to_trace).
+
+No copies on the way: an oracleGeneral file is mapped (mmap, read through numpy.frombuffer) and its
+ids read where they lie, made dense in C in one pass with a hash table of the distinct ids
+(c_ext/idmap.c: memory grows with objects, not requests), the file's pages given back as they are
+read; only the distinct ids are sorted; the trace's columns are built once, already in order and
+valid by construction. No Python loop runs per request.
 """
 from __future__ import annotations
 
+import mmap
 import os
 
 import numpy as np
@@ -25,7 +36,8 @@ from ..core.errors import InputError
 from ..core import trace
 from ..core.limits import check_memory
 from ..core.paths import input_file
-from ..core.trace import MapFlag, Op, Trace, TraceBuilder
+from ..core.units import PAGE_SIZE
+from ..core.trace import COLUMNS, MapFlag, Op, Trace, TraceBuilder
 
 RECORD = np.dtype([("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"),
                    ("next_access_vtime", "<i8")])
@@ -34,6 +46,9 @@ assert RECORD.itemsize == 24
 PID = 1
 NS_PER_REQUEST = 1000   # time="index": one request per microsecond of trace time
 BINARY_EXTS = (".oraclegeneral", ".oraclegeneral.bin", ".bin")
+ZST = ".zst"
+SLICE = 1 << 20               # records read between two give-backs of a mapped file's pages
+ZERO_COLUMNS = ("map", "arg", "flags")    # a libCacheSim trace's requests: mapping 0, no chunk, no flags
 CSV_EXTS = (".csv", ".txt")
 PARQUET_EXTS = (".parquet", ".pq")
 
@@ -41,20 +56,36 @@ PARQUET_EXTS = (".parquet", ".pq")
 # ------------------------------------------------------------------------------------------------
 # readers
 
-def read_oracle_general(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """(clock_time, obj_id) of the requests in an oracleGeneral file, size-0 requests dropped."""
-    data = _read_bytes(path)
-    if len(data) % RECORD.itemsize:
-        raise InputError(f"{path}: truncated oracleGeneral trace: {len(data)} bytes is not a multiple "
-                         f"of the {RECORD.itemsize}-byte record ({len(data) // RECORD.itemsize} whole "
-                         f"records, {len(data) % RECORD.itemsize} bytes left over)")
-    rec = np.frombuffer(data, RECORD)
+def read_oracle_general(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(clock_time, obj_id, obj_size) of the requests in an oracleGeneral file, size-0 requests
+    dropped: views of the file mapped read-only (no copy unless size-0 requests must be left out), or
+    of its decompressed bytes for a `.zst` file."""
+    if path.lower().endswith(ZST):
+        data = _read_bytes(path)
+        nbytes = len(data)
+    else:
+        input_file(path, expected="trace file")
+        nbytes = os.path.getsize(path)
+    if nbytes % RECORD.itemsize:
+        raise InputError(f"{path}: truncated oracleGeneral trace: {nbytes} bytes is not a multiple "
+                         f"of the {RECORD.itemsize}-byte record ({nbytes // RECORD.itemsize} whole "
+                         f"records, {nbytes % RECORD.itemsize} bytes left over)")
+    if nbytes == 0:
+        rec = np.zeros(0, RECORD)
+    elif path.lower().endswith(ZST):
+        rec = np.frombuffer(data, RECORD)
+    else:
+        try:
+            with open(path, "rb") as f:
+                rec = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), RECORD)
+        except OSError as e:
+            raise InputError(f"{path}: cannot read ({e.strerror})")
     keep = rec["obj_size"] != 0
     if not keep.all():
         rec = rec[keep]
     if len(rec) == 0:
         raise InputError(f"{path}: empty trace: no requests (of nonzero size) in the oracleGeneral file")
-    return rec["clock_time"].astype(np.int64), rec["obj_id"].copy()
+    return rec["clock_time"], rec["obj_id"], rec["obj_size"]
 
 
 def read_csv_ids(path: str) -> np.ndarray:
@@ -129,20 +160,22 @@ def read_csv_ids(path: str) -> np.ndarray:
     return ids
 
 
-def read_ids(path: str, fmt: str | None = None) -> tuple[np.ndarray | None, np.ndarray]:
-    """(clock times in seconds or None, object ids) of a libCacheSim trace in `fmt` ('oracleGeneral'
-    or 'csv'; detected when None)."""
+def read_ids(path: str, fmt: str | None = None) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
+    """(clock times in seconds or None, object ids, object sizes in bytes or None) of a libCacheSim
+    trace in `fmt` ('oracleGeneral' or 'csv'; detected when None)."""
     fmt = fmt or detect_format(path)
     if fmt == "oracleGeneral":
         return read_oracle_general(path)
     if fmt == "csv":
-        return None, read_csv_ids(path)
+        return None, read_csv_ids(path), None
     raise InputError(f"{path}: not a libCacheSim trace (format {fmt})")
 
 
 def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str = "",
-                 time: str = "index") -> Trace:
-    """One file of as many pages as distinct ids, mapped once; one single-page READ per request.
+                 time: str = "index", sizes: np.ndarray | None = None) -> Trace:
+    """One file of the objects' pages, mapped once; one READ of its object's pages per request. An
+    object takes ceil(size / 4 KiB) pages of its largest size in `sizes` (bytes, per request), one
+    page without sizes or up to 4 KiB.
 
     Time (the trace's t column, ns): with time="index" (the default) request i is at i * 1 us, so
     the emulator's timeline (sampled every 10 ms of trace time by default) has a row per 10,000
@@ -154,32 +187,133 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
     ids = np.asarray(ids)
     if ids.size == 0:
         raise InputError(f"{source or 'trace'}: empty trace: no requests")
-    uniq, pages = np.unique(ids, return_inverse=True)
-    pages = pages.reshape(-1).astype(np.int64)
-    n, npages = ids.size, uniq.size
-    if time == "clock" and clock is not None:
-        c = np.maximum.accumulate(np.asarray(clock, np.int64))
-        t = (c - c[0]) * 1_000_000_000
-    elif time in ("index", "clock"):
-        t = np.arange(n, dtype=np.int64) * NS_PER_REQUEST
-    else:
+    if time not in ("index", "clock"):
         raise ValueError(f"time must be 'index' or 'clock', not {time!r}")
+    n = ids.size
+    # two header rows, then the requests; columns that stay 0 come zeroed from the allocator, so
+    # their pages are never written (nor counted in RSS)
+    cols = {k: (np.zeros if k in ZERO_COLUMNS else np.empty)(n + 2, dt) for k, dt in COLUMNS.items()}
+    pages = cols["page"][2:]
+    # the mapped file's pages are not needed again (unless for the clock): RSS falls by them
+    npages, obj_size = dense_ids(ids, out=pages, sizes=sizes, keep=time == "clock")
+    span = None
+    if obj_size is not None and (obj_size > PAGE_SIZE).any():
+        span = np.maximum(1, -(-obj_size.astype(np.int64) // PAGE_SIZE))    # pages per object, id order
+        first_page = np.concatenate(([0], np.cumsum(span)[:-1]))
+        cols["npages"][2:] = span[pages]
+        np.take(first_page, pages, out=pages)
+        npages = int(span.sum())
+    # the header: the process and its mapping of the objects' file, at time 0 (validated, small)
     tb = TraceBuilder(source=source)
     fid = tb.file(source or "libcachesim-objects", npages)
     tb.process(0, PID, "libcachesim-replay")
     mid = tb.mmap(0, PID, "objects", npages, file=fid, flags=MapFlag.SHARED | MapFlag.READ)
-    tb.ranges(t, PID, Op.READ, mid, pages, 1)
-    return tb.build()
+    head = tb.build()
+    for k in COLUMNS:
+        cols[k][:2] = head.cols[k]
+    # one READ of its object's pages per request, in request order: the rows TraceBuilder.ranges()
+    # would give, written once into their columns; in time order and inside the mapping by construction
+    t = cols["t"][2:]
+    if time == "clock" and clock is not None:
+        np.maximum.accumulate(np.asarray(clock, np.int64), out=t)
+        t -= t[0]
+        t *= 1_000_000_000
+        _drop_pages(ids)
+    else:
+        t[:] = NS_PER_REQUEST                  # i * NS_PER_REQUEST, without an arange beside it
+        np.cumsum(t, out=t)
+        t -= NS_PER_REQUEST
+    for k, v in (("pid", PID), ("op", Op.READ), ("map", mid), ("npages", 1), ("arg", 0), ("flags", 0)):
+        if not (k == "npages" and span is not None) and not (k in ZERO_COLUMNS and v == 0):
+            cols[k][2:] = v
+    return Trace(cols, head.meta, validated=True)
+
+
+def _drop_pages(a: np.ndarray, start: int = 0, length: int | None = None) -> None:
+    """Let the kernel take back the resident pages of the mapped file `a` was read from, all or the
+    whole pages of bytes [start, start + length) of `a` (a view of it stays readable: pages fault back
+    in from the page cache if read again). Nothing for an array not read from a mapped file."""
+    m, off = a, None
+    while m is not None and not isinstance(m, mmap.mmap):
+        m = m.obj if isinstance(m, memoryview) else getattr(m, "base", None)
+    if m is None or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    if length is None:
+        m.madvise(mmap.MADV_DONTNEED)
+        return
+    buf = np.frombuffer(m, np.uint8)
+    off = a.__array_interface__["data"][0] - buf.__array_interface__["data"][0] + start
+    lo = -(-off // mmap.PAGESIZE) * mmap.PAGESIZE            # whole pages inside the bytes only
+    hi = min((off + length) // mmap.PAGESIZE * mmap.PAGESIZE, len(m))
+    if hi > lo:
+        m.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def dense_ids(ids: np.ndarray, out: np.ndarray | None = None, sizes: np.ndarray | None = None,
+              keep: bool = True) -> tuple[int, np.ndarray | None]:
+    """Each request's object numbered densely in id order, into `out` (int64, or a new array: as
+    np.unique(ids, return_inverse=True) numbers them). Returns the number of objects and, with
+    `sizes` (per request, uint32, as an oracleGeneral file holds them), each object's largest size
+    in id order. The C core's hash table finds the distinct ids in one pass over the ids where they
+    lie (a strided view of a mapped file is not copied); only the distinct ids are sorted. With
+    keep=False the pages of a mapped file the ids lie in are given back as they are read."""
+    out = np.empty(ids.size, np.int64) if out is None else out
+    try:
+        from ..engine.kernel import ffi, lib      # here: the C core (a build without it sorts instead)
+    except ImportError:
+        uniq, inv = np.unique(ids, return_inverse=True)
+        out[:] = inv.reshape(-1)
+        if sizes is None:
+            return int(uniq.size), None
+        big = np.zeros(uniq.size, np.uint32)
+        np.maximum.at(big, out, np.asarray(sizes, np.uint32))
+        return int(uniq.size), big
+    if ids.dtype.itemsize != 8 or ids.dtype.kind not in "iu" or ids.ndim != 1:
+        ids = np.ascontiguousarray(ids.reshape(-1), np.int64 if ids.dtype.kind == "i" else np.uint64)
+    if sizes is not None and (sizes.dtype != np.uint32 or sizes.shape != ids.shape or sizes.strides != ids.strides):
+        both = np.empty(ids.size, [("id", ids.dtype), ("size", "<u4")])   # the core reads both one stride apart
+        both["id"], both["size"] = ids, sizes
+        ids, sizes = both["id"], both["size"]
+    first = np.empty(ids.size, np.int32)
+    m = lib.km_idmap_new()
+    if m == ffi.NULL:
+        raise MemoryError
+    try:
+        # a slice at a time, each slice's pages of a mapped file given back once read (keep=False)
+        base = ffi.cast("uint8_t *", ids.__array_interface__["data"][0])
+        sz = ffi.NULL if sizes is None else ffi.cast("uint8_t *", sizes.__array_interface__["data"][0])
+        step, st = SLICE, ids.strides[0]
+        for a in range(0, ids.size, step):
+            k = min(step, ids.size - a)
+            if lib.km_idmap_add(m, base + a * st, k, st, ffi.cast("int32_t *", ffi.from_buffer("int32_t[]", first)) + a,
+                                ffi.NULL if sizes is None else sz + a * st) < 0:
+                raise MemoryError
+            if not keep:
+                _drop_pages(ids, a * abs(st), k * abs(st))
+        uniq = np.empty(lib.km_idmap_size(m), np.uint64)
+        lib.km_idmap_values(m, ffi.from_buffer("uint64_t[]", uniq))
+        big = None
+        if sizes is not None:
+            big = np.empty(uniq.size, np.uint32)
+            lib.km_idmap_sizes(m, ffi.from_buffer("uint32_t[]", big))
+    finally:
+        lib.km_idmap_free(m)
+    order = np.argsort(uniq.view(ids.dtype), kind="stable")
+    rank = np.empty(uniq.size, np.int64)       # first-seen index -> place in id order
+    rank[order] = np.arange(uniq.size)
+    np.take(rank, first, out=out, mode="clip")      # (mode="raise" would buffer a copy of out)
+    return int(uniq.size), (None if big is None else big[order])
 
 
 def load_libcachesim(path: str, fmt: str | None = None, time: str = "index") -> Trace:
-    # each request becomes a row of some 41 bytes, sorted and de-duplicated on the way: about 8
-    # bytes of memory per byte of an oracleGeneral file (24-byte records), more for a csv
-    size = os.path.getsize(input_file(path, expected="trace file"))
-    check_memory(size * (8 if (fmt or detect_format(path)) == "oracleGeneral" else 24),
+    # each request becomes a row of 45 bytes, with 4 more for its first-seen index and 4 for the
+    # replay's task column, beside the mapped file: about 4 bytes of memory per byte of an
+    # oracleGeneral file (24-byte records); a csv is parsed a byte at a time, more
+    size = _content_size(input_file(path, expected="trace file"))
+    check_memory(size * (4 if (fmt or detect_format(path)) == "oracleGeneral" else 24),
                  f"{path} ({size:,} bytes)")
-    clock, ids = read_ids(path, fmt)
-    return ids_to_trace(ids, clock, source=os.path.basename(path), time=time)
+    clock, ids, sizes = read_ids(path, fmt)
+    return ids_to_trace(ids, clock, source=os.path.basename(path), time=time, sizes=sizes)
 
 
 def load_any(path: str) -> Trace:
@@ -225,9 +359,15 @@ def write_csv_ids(path: str, obj_ids, header: str | None = None) -> None:
 def detect_format(path: str) -> str:
     """'parquet', 'oracleGeneral' or 'csv', from the extension, else from the content."""
     low = path.lower()
-    if low.endswith(".zst"):
-        raise InputError(f"{path}: zstd-compressed trace; decompress it first (zstd -d {path})")
+    if low.endswith(ZST):
+        low = low[:-len(ZST)]                     # the name inside says the format; else its bytes
+        if low.endswith(PARQUET_EXTS):
+            raise InputError(f"{path}: a compressed Parquet trace; decompress it first (zstd -d {path}): "
+                             "Parquet compresses its own columns")
     head = _read_bytes(path, 4096)
+    if path.lower().endswith(ZST) and head.startswith(b"PAR1"):
+        raise InputError(f"{path}: a compressed Parquet trace; decompress it first (zstd -d {path}): "
+                         "Parquet compresses its own columns")
     if head.startswith(b"GGUF") or low.endswith(".gguf"):
         raise InputError(f"{path}: a GGUF model, not a trace; make its trace with "
                          "'kmemsim workload llama MODEL.gguf ... -o TRACE' (or compare the model directly)")
@@ -243,12 +383,46 @@ def detect_format(path: str) -> str:
     return "csv" if text else "oracleGeneral"
 
 
+def _content_size(path: str) -> int:
+    """The trace's size in bytes: a `.zst` file's decompressed size, from its frame header where the
+    compressor wrote it (zstd does), else an estimate (10x, above the ratios of libCacheSim's traces)."""
+    size = os.path.getsize(path)
+    if not path.lower().endswith(ZST):
+        return size
+    import zstandard  # here: only a compressed trace needs it
+    with open(path, "rb") as f:
+        head = f.read(18)                             # a frame header's most
+    try:
+        known = zstandard.frame_content_size(head)
+    except zstandard.ZstdError:
+        known = -1
+    return known if known >= 0 else 10 * size
+
+
 def _read_bytes(path: str, n: int = -1) -> bytes:
-    """The file's first n bytes (all by default), or one clear InputError."""
+    """The file's first n bytes (all by default; decompressed for a `.zst` file), or one clear
+    InputError."""
     input_file(path, expected="trace file")
     try:
         with open(path, "rb") as f:
-            return f.read(n)
+            if not path.lower().endswith(ZST):
+                return f.read(n)
+            import zstandard                      # here: only a compressed trace needs it
+            dctx = zstandard.ZstdDecompressor()
+            try:
+                if n >= 0:
+                    with dctx.stream_reader(f, read_across_frames=True) as z:
+                        return z.read(n)
+                data, parts = f.read(), []
+                while data:                           # frame after frame, each whole
+                    d = dctx.decompressobj()
+                    parts.append(d.decompress(data))
+                    if not d.eof:
+                        raise InputError(f"{path}: truncated zstd-compressed trace: its last frame ends early")
+                    data = d.unused_data
+                return b"".join(parts)
+            except zstandard.ZstdError as e:
+                raise InputError(f"{path}: not a zstd-compressed trace ({e})") from None
     except FileNotFoundError:
         raise InputError(f"{path}: no such file")
     except IsADirectoryError:
