@@ -21,7 +21,9 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def leaves(group=main, path=("kmemsim",)):
-    for name, cmd in sorted(group.commands.items()):
+    ctx = click.Context(group)                    # commands load lazily: ask the group for each
+    for name in sorted(group.list_commands(ctx)):
+        cmd = group.get_command(ctx, name)
         if isinstance(cmd, click.Group):
             yield from leaves(cmd, (*path, name))
         else:

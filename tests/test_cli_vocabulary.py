@@ -13,7 +13,9 @@ from kmemsim.cli.options import VOCABULARY, Opt, Size, Zram
 
 def commands(group=main, path=("kmemsim",)):
     """Every leaf command, with its path (`kmemsim trace import ftrace`)."""
-    for name, cmd in sorted(group.commands.items()):
+    ctx = click.Context(group)                    # commands load lazily: ask the group for each
+    for name in sorted(group.list_commands(ctx)):
+        cmd = group.get_command(ctx, name)
         p = (*path, name)
         if isinstance(cmd, click.Group):
             yield from commands(cmd, p)

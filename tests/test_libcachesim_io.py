@@ -27,7 +27,7 @@ def test_oracle_general_round_trip(tmp_path):
     assert (raw["obj_id"] == ids).all() and (raw["obj_size"] == 4096).all()
     # next_access_vtime as libCacheSim's traceConv writes it: next index of the same object, or -1
     assert raw["next_access_vtime"][0] == 3 and raw["next_access_vtime"][-1] == -1
-    clock, back = lio.read_oracle_general(str(p))
+    clock, back, _ = lio.read_oracle_general(str(p))
     assert back.dtype == np.uint64 and (back == ids).all()
     assert (clock == np.arange(1000)).all()
 

@@ -54,7 +54,7 @@ def test_one_request_per_page_referenced(llama):
     pop = (c["op"] == trace.Op.MMAP) & ((c["flags"] & trace.MapFlag.POPULATE) != 0)
     assert pop.any()
     assert len(refs.obj_id) == int(c["npages"][rw].sum() + c["npages"][pop].sum())
-    clock, ids = lio.read_oracle_general(str(llama / "llama.oracleGeneral"))
+    clock, ids, _ = lio.read_oracle_general(str(llama / "llama.oracleGeneral"))
     assert np.array_equal(ids, refs.obj_id)
     rec = np.fromfile(llama / "llama.oracleGeneral", lio.RECORD)
     assert (rec["obj_size"] == 4096).all()

@@ -83,8 +83,8 @@ def test_zst_trace_replays_as_its_uncompressed_self(tmp_path, fmt):
     packed = tmp_path / f"t.{fmt}.zst"
     packed.write_bytes(zstandard.ZstdCompressor().compress(plain.read_bytes()))
     a, b = _replay(plain), _replay(packed)
-    assert a["accesses"] == b["accesses"] == ids.size
-    assert a == b
+    assert a["counters"]["accesses_pages"] == b["counters"]["accesses_pages"] == ids.size
+    assert a["counters"] == b["counters"]
 
 
 def test_bad_zst_is_one_line(tmp_path):
@@ -108,11 +108,11 @@ def test_object_sizes_become_page_counts(tmp_path):
     np.testing.assert_array_equal(tr.cols["page"][2:5], [0, 6, 3])    # laid out in id order: 5, 7, 9
     np.testing.assert_array_equal(tr.cols["npages"][2:], 3)
     r = CliRunner().invoke(main, ["replay", str(p), "--policy", "lru", "--mem", "32K", "--json"])
-    s = json.loads(r.stdout)
-    assert (s["accesses"], s["misses"]) == (36, 36)
+    s = json.loads(r.stdout)["counters"]
+    assert (s["accesses_pages"], s["misses_pages"]) == (36, 36)
     r = CliRunner().invoke(main, ["replay", str(p), "--policy", "lru", "--mem", "36K", "--json"])
-    s = json.loads(r.stdout)
-    assert (s["accesses"], s["misses"]) == (36, 9)
+    s = json.loads(r.stdout)["counters"]
+    assert (s["accesses_pages"], s["misses_pages"]) == (36, 9)
     small = tmp_path / "one.oracleGeneral.bin"
     lio.write_oracle_general(str(small), ids, obj_size=4096)
     plain = lio.ids_to_trace(ids, source="one.oracleGeneral.bin")

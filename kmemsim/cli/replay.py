@@ -110,7 +110,7 @@ def replay(trace, mem, mem_limit, swappiness, zram, policy, lru, as_json):
                "zram_bytes": parse_size(zram.partition(":")[2]) if zram else 0,
                "mem_bytes": kw.get("mem"), "mem_limit_bytes": kw.get("memcg_limit")}
         out = {"trace": describe(trace, tr), "config": cfg,
-               "counters": counters.json_counters(summary, res.timeline, node),
+               "counters": counters.json_counters(summary, res, node),
                "miss_ratio": summary["misses"] / summary["accesses"] if summary.get("accesses") else None,
                "notes": NOTES}
         click.echo(json.dumps(out, default=_jsonable, indent=2, sort_keys=False))
@@ -122,7 +122,7 @@ def replay(trace, mem, mem_limit, swappiness, zram, policy, lru, as_json):
                + (f", from {d['source']}" if d["source"] else ""))
     click.echo(f"config    policy {policy} ({lru} LRU), {mem_txt}, swappiness {swappiness}, "
                f"zram {zram or 'none'}")
-    click.echo(counters.text_table(summary, res.timeline, node))
+    click.echo(counters.text_table(summary, res, node))
     if not node:
         click.echo("(nr_free_pages and the watermarks describe a node's RAM: give --mem to see them)")
 

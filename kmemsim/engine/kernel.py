@@ -306,6 +306,13 @@ class Result:
         return pd.DataFrame({"path": r["paths"], "pages_added": fs[:, 0], "pages_deleted": fs[:, 1],
                              "resident_pages": fs[:, 2]})
 
+    def column_max(self, names) -> dict:
+        """The largest sample of each named timeline column, read from the core's array (no pandas:
+        `kmemsim replay --json` shows the zram pool's peaks)."""
+        cols = ["t", "phase"] + COUNTERS + GAUGES
+        tl = self._raw["timeline"]
+        return {n: int(tl[:, cols.index(n)].max()) for n in names if n in cols and len(tl)}
+
     @cached_property
     def rss(self) -> "pd.DataFrame":
         """Per timeline row (same index): each pid's mapped pages (rss)."""

@@ -166,8 +166,13 @@ def value(name: str, v):
 
 
 def peaks(timeline) -> dict:
-    """The zram pool's gauges at their largest sample over the run."""
-    if timeline is None or not len(timeline):
+    """The zram pool's gauges at their largest sample over the run: TIMELINE a Result (its core's
+    array, no pandas) or a timeline DataFrame."""
+    if timeline is None:
+        return {}
+    if hasattr(timeline, "column_max"):
+        return timeline.column_max(POOL_GAUGES)
+    if not len(timeline):
         return {}
     return {k: int(timeline[k].max()) for k in POOL_GAUGES if k in timeline}
 
