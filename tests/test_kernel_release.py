@@ -60,3 +60,15 @@ def test_a_6_1_guests_run_is_predicted_as_6_1(tmp_path):
 
 def test_a_run_without_a_kernel_record_keeps_configs_defaults(tmp_path):
     assert run_kernel(str(tmp_path), "/m.gguf") == {}
+
+
+def test_swap_on_zram_before_6_3_is_counted_from_vmstat():
+    """Before 6.3 zram swaps through ->rw_page (__swap_writepage() -> bdev_write_page()), no bio, so
+    the recorder's block_bio_queue count is 0 and /proc/vmstat's pswpout is the count; from 6.3 the
+    bios are there and the tracked tasks' own are used (vmstat is the whole machine's)."""
+    from kmemsim.live.rundir import swap_pages
+    summ = {"swap_out_pages": 0, "swap_in_pages": 0, "vmstat_delta": {"pswpout": 7298, "pswpin": 5460}}
+    zram = {"zram": {"device": "zram0"}}
+    assert swap_pages(summ, {"kernel": "6.1.0-57-amd64", **zram})[:2] == (7298, 5460)
+    assert swap_pages(summ, {"kernel": "6.18.44", **zram})[:2] == (0, 0)
+    assert swap_pages(dict(summ, swap_out_pages=10), {"kernel": "6.1.0", "swaps": [["/dev/sda2"]]})[:2] == (10, 0)

@@ -382,6 +382,28 @@ def read_ahead_kb(dev):
     return None
 
 
+# Before 6.3 a zram swap device is written and read through its ->rw_page (__swap_writepage() ->
+# bdev_write_page(), swap_readpage() -> bdev_read_page()): no bio, so block:block_bio_queue sees no
+# swap I/O ("block: remove ->rw_page" took the path out in 6.3)
+RW_PAGE_UNTIL = (6, 3)
+
+
+def swap_pages(summary: dict, kernel: dict) -> tuple[int, int, str]:
+    """(pages swapped out, swapped in, where from) of a run: the tracked tasks' swap bios, or where the
+    kernel moves zram's pages without bios (RW_PAGE_UNTIL), /proc/vmstat's pswpout / pswpin over the
+    run (machine-wide: true of a run alone on its machine, as in `kmemsim vm`'s guest)."""
+    from ..engine.kernel_release import release_tuple
+    try:
+        old = release_tuple(kernel.get("kernel", "")) < RW_PAGE_UNTIL
+    except ValueError:
+        old = False
+    on_zram = (kernel.get("zram") or {}).get("device") or any("zram" in str(sw[0]) for sw in kernel.get("swaps") or [])
+    v = summary.get("vmstat_delta") or {}
+    if old and on_zram and "pswpout" in v:
+        return int(v["pswpout"]), int(v.get("pswpin", 0)), "vmstat (zram's rw_page: no swap bios before 6.3)"
+    return int(summary.get("swap_out_pages") or 0), int(summary.get("swap_in_pages") or 0), "swap bios"
+
+
 def fs_types(devs, mountinfo="/proc/self/mountinfo") -> dict:
     """The file system type mounted from each device ('maj:min'), from mountinfo (its third field
     and the first after ' - ')."""

@@ -25,6 +25,7 @@ from ..core.limits import LIVE_ZRAM_ALGOS, MAX_MEM_BYTES, MAX_THREADS, check_int
 from ..core.paths import input_file
 from ..core.units import PAGE_SIZE, parse_size
 from ..live.recorder import run_command
+from ..live.rundir import swap_pages
 from ..live.samplers import INTERVAL_S, kernel_memory
 from ..live.swap_setup import parse_zram
 from .child import reference_prompt  # noqa: F401  (the reference run's prompt: parent and child share it)
@@ -261,13 +262,20 @@ def measured(outdir, model, rc=0) -> dict:
         ino = os.stat(model).st_ino
         row = next((v for v in list(s.get("files", {}).values()) + s.get("other_files", [])
                     if v.get("ino") == ino), {"pages_added": 0, "pages_deleted": 0})
+    try:
+        with open(os.path.join(outdir, "run", "kernel.json")) as f:
+            kernel = json.load(f)
+    except (OSError, ValueError):
+        kernel = {}
+    swap_out, swap_in, swap_from = swap_pages(s, kernel)
     out = {
         "storage_read_bytes": row["pages_added"] * PAGE_SIZE,
         "file_evicted_bytes": row["pages_deleted"] * PAGE_SIZE,
         "major_faults": s.get("major_faults"),
         "minor_faults": s.get("minor_faults"),
-        "swap_out_bytes": s.get("swap_out_pages", 0) * PAGE_SIZE,
-        "swap_in_bytes": s.get("swap_in_pages", 0) * PAGE_SIZE,
+        "swap_out_bytes": swap_out * PAGE_SIZE,
+        "swap_in_bytes": swap_in * PAGE_SIZE,
+        "swap_counted_from": swap_from,
         "peak_resident_bytes": s.get("peak_resident_bytes"),
         "kernel_memory_bytes": _peak_kernel_memory(os.path.join(outdir, "run")),
         "ttft_s": times.get("ttft_s"),
