@@ -99,7 +99,7 @@ class Size(click.ParamType):
     def convert(self, value, param, ctx):
         if not isinstance(value, str):
             return value
-        from ..core.limits import check_mem
+        from ..core.limits import check_mem  # here: kmemsim --help reads no more than it shows
         from ..core.units import parse_size
         what = typed(param.name, ctx) or param.opts[-1]
         if not self.many and "," in value:
@@ -132,7 +132,7 @@ class Zram(click.ParamType):
     def convert(self, value, param, ctx):
         if not isinstance(value, str):
             return value
-        from ..core.limits import check_zram_size
+        from ..core.limits import check_zram_size  # here: kmemsim --help reads no more than it shows
         from ..core.units import parse_size
         what = typed(param.name, ctx) or param.opts[-1]
         algo, sep, size = value.partition(":")
@@ -224,7 +224,7 @@ def device(**kw):
 
 
 def _quiet(ctx, param, value):
-    from ..core import progress
+    from ..core import progress  # here: kmemsim --help reads no more than it shows
     progress.set_quiet(value)
     return value
 

@@ -41,7 +41,7 @@ ROWS = [("storage_read_bytes", "read from storage (the model file)", "bytes"),
 
 def text(out: dict) -> str:
     """The prediction as a person reads it: human units, the exact figure in brackets."""
-    from ..core.units import human_bytes, human_seconds
+    from ..core.units import human_bytes, human_seconds  # here: the command's own, loaded when it runs
     c = out["config"]
     lines = [f"model     {c['model']} ({human_bytes(c['model_bytes'])})",
              f"run       prompt {c['prompt']:,} tokens, decode {c['decode']:,} steps, context {c['ctx']:,} tokens, "

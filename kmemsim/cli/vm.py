@@ -62,7 +62,7 @@ Example (an image holding a file; `kmemsim vm run --disk scenarios.img -- ls /tm
 def disk(files, out):
     """An ext4 image holding FILES (models) for `kmemsim vm run --disk IMAGE`: in the guest they are
     read through a block device and its readahead, as on a phone's flash, not over the shared 9p root."""
-    from ..core.paths import output_file
+    from ..core.paths import output_file  # here: loaded when the command runs
     output_file(out)
     size = vm_boot.make_disk(files, out)
     click.echo(f"wrote {out} ({size / 2**20:.0f} MiB, ext4): {', '.join(os.path.basename(f) for f in files)}")

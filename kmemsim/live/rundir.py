@@ -392,7 +392,7 @@ def swap_pages(summary: dict, kernel: dict) -> tuple[int, int, str]:
     """(pages swapped out, swapped in, where from) of a run: the tracked tasks' swap bios, or where the
     kernel moves zram's pages without bios (RW_PAGE_UNTIL), /proc/vmstat's pswpout / pswpin over the
     run (machine-wide: true of a run alone on its machine, as in `kmemsim vm`'s guest)."""
-    from ..engine.kernel_release import release_tuple
+    from ..engine.kernel_release import release_tuple  # here: engine/ is not the recorder's import
     try:
         old = release_tuple(kernel.get("kernel", "")) < RW_PAGE_UNTIL
     except ValueError:

@@ -248,7 +248,7 @@ def make_disk(files, image: str, slack: float = 1.1) -> int:
     ext4's metadata, written whole or not at all. Files read from a block device in the guest are
     read as on a phone's flash, through the block layer's readahead (read_ahead_kb), where the shared
     root's 9p has its own (v9fs sets the bdi's ra_pages from its msize). Returns the image's size."""
-    from ..core.atomic import atomic_path
+    from ..core.atomic import atomic_path  # here: only `vm disk` writes
     mke2fs = shutil.which("mke2fs") or "/usr/sbin/mke2fs"
     if not os.access(mke2fs, os.X_OK):
         raise InputError("no mke2fs: apt-get install e2fsprogs")

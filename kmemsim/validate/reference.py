@@ -227,7 +227,7 @@ def run_kernel(outdir, model) -> dict:
     implies (engine/kernel_release.py: zeromap, large folios on the model's file system, exec
     faults). A 6.1 guest's run (kmemsim vm) is predicted as 6.1 with the guest disk's 128 KiB, this
     machine's as 6.18 with virtio's 8 MiB; settings it does not say stay Config's."""
-    from ..engine.kernel_release import release_config
+    from ..engine.kernel_release import release_config  # here: engine/ only for the prediction's settings
     try:
         with open(os.path.join(outdir, "run", "kernel.json")) as f:
             k = json.load(f)
