@@ -96,7 +96,7 @@ vm: setup
 ## MGLRU, each a boot of its own; the models on an ext4 disk (read through the block layer as on a
 ## phone); predicted with this machine's device profile (times in the guest are TCG's: only counts
 ## compare). Into GRID61/{classic,mglru}/, resumable (--reuse: a rerun makes only the runs still missing);
-## root; some 30 minutes per LRU and model here
+## root; some 15 minutes per LRU and model here
 GRID61        ?= build/grid-6.1
 GRID61_MODELS ?= $(GRID)/models/tiny-f16.gguf
 GRID61_LIMITS ?= 40%,80%,120%
