@@ -139,7 +139,7 @@ def device_profile(out, progress=None, given=None):
     keeps its own)."""
     path = os.path.join(out, PROFILE)
     if given is not None and not os.path.exists(path):
-        # a profile given (`validate --device-profile`): a 6.1 guest under TCG, whose own
+        # a profile given (`validate --device`): a 6.1 guest under TCG, whose own
         # measurement would time qemu's emulation, is predicted with its host's
         atomic_write(path, Path(given).read_text())
     if not os.path.exists(path):
