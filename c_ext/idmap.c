@@ -6,9 +6,13 @@
 #include <string.h>
 #include "kmemsim.h"
 
+struct slot {
+    uint64_t key;           /* an id */
+    int32_t idx;            /* and its index; -1: an empty slot */
+};                          /* together: one cache line read per probe, not two */
+
 struct km_idmap {
-    uint64_t *keys;         /* the table: ids */
-    int32_t *idx;           /* and their indexes; -1: an empty slot */
+    struct slot *t;         /* the table */
     uint64_t mask;          /* table size - 1 */
     uint64_t *values;       /* the distinct ids, in order of first appearance */
     uint32_t *sizes;        /* and each one's largest size */
@@ -25,19 +29,18 @@ static inline uint64_t mix(uint64_t x)
 
 static int table_alloc(struct km_idmap *m, uint64_t size)
 {
-    uint64_t *keys = malloc(sizeof *keys * size);
-    int32_t *idx = malloc(sizeof *idx * size);
-    if (!keys || !idx) { free(keys); free(idx); return -1; }
-    memset(idx, 0xff, sizeof *idx * size);
+    struct slot *t = malloc(sizeof *t * size);
+    if (!t) return -1;
+    for (uint64_t h = 0; h < size; h++) t[h].idx = -1;
     /* rehash what is there: the distinct ids in order, each into its new slot */
     for (int64_t i = 0; i < m->n; i++) {
         uint64_t h = mix(m->values[i]) & (size - 1);
-        while (idx[h] >= 0) h = (h + 1) & (size - 1);
-        keys[h] = m->values[i];
-        idx[h] = (int32_t)i;
+        while (t[h].idx >= 0) h = (h + 1) & (size - 1);
+        t[h].key = m->values[i];
+        t[h].idx = (int32_t)i;
     }
-    free(m->keys); free(m->idx);
-    m->keys = keys; m->idx = idx; m->mask = size - 1;
+    free(m->t);
+    m->t = t; m->mask = size - 1;
     return 0;
 }
 
@@ -51,7 +54,7 @@ struct km_idmap *km_idmap_new(void)
 void km_idmap_free(struct km_idmap *m)
 {
     if (!m) return;
-    free(m->keys); free(m->idx); free(m->values); free(m->sizes); free(m);
+    free(m->t); free(m->values); free(m->sizes); free(m);
 }
 
 int64_t km_idmap_size(struct km_idmap *m) { return m->n; }
@@ -70,9 +73,9 @@ int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t
         if (sizes) memcpy(&size, sizes + i * stride, sizeof size);
         uint64_t h = mix(id) & m->mask;
         for (;;) {
-            int32_t k = m->idx[h];
+            int32_t k = m->t[h].idx;
             if (k < 0) break;
-            if (m->keys[h] == id) {
+            if (m->t[h].key == id) {
                 first[i] = k;
                 if (size > m->sizes[k]) m->sizes[k] = size;
                 goto next;
@@ -92,14 +95,31 @@ int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t
         if (2 * (uint64_t)(m->n + 1) > m->mask + 1) {      /* keep it at most half full */
             if (table_alloc(m, 2 * (m->mask + 1)) < 0) return -1;
             h = mix(id) & m->mask;
-            while (m->idx[h] >= 0) h = (h + 1) & m->mask;
+            while (m->t[h].idx >= 0) h = (h + 1) & m->mask;
         }
-        m->keys[h] = id;
-        m->idx[h] = (int32_t)m->n;
+        m->t[h].key = id;
+        m->t[h].idx = (int32_t)m->n;
         m->values[m->n] = id;
         m->sizes[m->n] = size;
         first[i] = (int32_t)m->n++;
     next:;
     }
     return m->n;
+}
+
+int64_t km_idmap_find(const struct km_idmap *m, const uint8_t *base, int64_t n, int64_t stride,
+                      const int64_t *val, int64_t *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t id;
+        memcpy(&id, base + i * stride, sizeof id);
+        uint64_t h = mix(id) & m->mask;
+        for (;;) {
+            int32_t k = m->t[h].idx;
+            if (k < 0) return i;                               /* not in the table */
+            if (m->t[h].key == id) { out[i] = val[k]; break; }
+            h = (h + 1) & m->mask;
+        }
+    }
+    return n;
 }

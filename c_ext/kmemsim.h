@@ -92,7 +92,9 @@ const char *km_policy_name(int32_t i);   /* the registry's names, in its order *
  * with `sizes` (32-bit, the same stride apart; may be NULL) it keeps each object's largest size.
  * Returns the number of distinct ids so far, or -1 when the table cannot grow. Batches may follow
  * one another (a trace read in slices). km_idmap_values() copies the distinct ids, in that order,
- * km_idmap_sizes() their largest sizes (0 without sizes). */
+ * km_idmap_sizes() their largest sizes (0 without sizes). km_idmap_find() looks ids already added
+ * up again, writing val[index] of each into out (a second pass over a trace read in slices);
+ * returns n, or the position of the first id not in the table. */
 struct km_idmap;
 struct km_idmap *km_idmap_new(void);
 int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t stride, int32_t *first,
@@ -100,6 +102,8 @@ int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t
 int64_t km_idmap_size(struct km_idmap *m);
 void km_idmap_values(struct km_idmap *m, uint64_t *out);
 void km_idmap_sizes(struct km_idmap *m, uint32_t *out);
+int64_t km_idmap_find(const struct km_idmap *m, const uint8_t *base, int64_t n, int64_t stride,
+                      const int64_t *val, int64_t *out);
 void km_idmap_free(struct km_idmap *m);
 /* The recorder's side (not the emulator's): copies the committed records of a BPF ring buffer
  * (kernel/bpf/ringbuf.c) whose records are all `rec` bytes into out, at most cap of them, and

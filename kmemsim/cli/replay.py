@@ -46,12 +46,15 @@ def _jsonable(x):
     raise TypeError(f"cannot write {type(x).__name__} as JSON")
 
 
-def describe(trace, tr) -> dict:
-    """The trace as --json carries it: where it came from, its size, duration and processes."""
+def describe(trace, tr, stream=None) -> dict:
+    """The trace as --json carries it: where it came from, its size, duration and processes (of the
+    whole trace when `tr` is only the header of a stream)."""
     t = tr.cols["t"]
     meta = tr.meta
+    events = stream.events if stream else len(tr)
+    span = stream.duration_ns if stream else (float(t[-1] - t[0]) if len(tr) else 0.0)
     return {"path": os.path.abspath(trace), "source": meta.get("source", "libCacheSim" if not meta else ""),
-            "events": int(len(tr)), "duration_s": float(t[-1] - t[0]) / 1e9 if len(tr) else 0.0,
+            "events": int(events), "duration_s": float(span) / 1e9,
             "processes": [{"pid": int(p["pid"]), "name": p.get("name", "")} for p in meta.get("processes", [])],
             "files": [{"path": f["path"], "pages": int(f["pages"])} for f in meta.get("files", [])]}
 
@@ -91,7 +94,7 @@ def replay(trace, mem, mem_limit, swappiness, zram, policy, lru, as_json):
     input_file(trace, expected="trace file")
     # here, not at the top: `kmemsim --help` loads no pandas or C core
     from ..report import counters
-    from ..workload.libcachesim_io import load_any
+    from ..workload.libcachesim_io import OracleGeneralStream, detect_format, load_any
     try:
         from ..engine.kernel import Config, Emulator   # the C core: a build without it says so
     except ImportError as e:
@@ -100,22 +103,25 @@ def replay(trace, mem, mem_limit, swappiness, zram, policy, lru, as_json):
         load_any(trace)          # still report a bad trace first
         raise missing
     emu = Emulator(Config(**kw))   # the emulator's own checks (policy, compressor) before the trace
-    tr = load_any(trace)
-    say(f"replaying {len(tr):,} events ({trace}) under the {policy} policy")
-    res = emu.replay(tr)
+    # an oracleGeneral file is replayed a slice at a time, never loaded whole (its requests are
+    # independent reads of one mapping); other formats whole
+    stream = OracleGeneralStream(trace) if detect_format(trace) == "oracleGeneral" else None
+    tr = stream.header if stream else load_any(trace)
+    say(f"replaying {stream.events if stream else len(tr):,} events ({trace}) under the {policy} policy")
+    res = emu.replay_batches(tr, stream.batches()) if stream else emu.replay(tr)
     summary = dict(res.summary)
     node = "mem" in kw
     if as_json:
         cfg = {"policy": policy, "lru": lru, "swappiness": swappiness, "zram": zram,
                "zram_bytes": parse_size(zram.partition(":")[2]) if zram else 0,
                "mem_bytes": kw.get("mem"), "mem_limit_bytes": kw.get("memcg_limit")}
-        out = {"trace": describe(trace, tr), "config": cfg,
+        out = {"trace": describe(trace, tr, stream), "config": cfg,
                "counters": counters.json_counters(summary, res, node),
                "miss_ratio": summary["misses"] / summary["accesses"] if summary.get("accesses") else None,
                "notes": NOTES}
         click.echo(json.dumps(out, default=_jsonable, indent=2, sort_keys=False))
         return
-    d = describe(trace, tr)
+    d = describe(trace, tr, stream)
     mem_txt = ", ".join(([f"RAM {counters.human_bytes(kw['mem'])}"] if node else [])
                         + ([f"cgroup limit {counters.human_bytes(kw['memcg_limit'])}"] if "memcg_limit" in kw else []))
     click.echo(f"trace     {trace}: {d['events']:,} events over {d['duration_s']:.3f} s of trace time"

@@ -203,12 +203,7 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
         cols["npages"][2:] = span[pages]
         np.take(first_page, pages, out=pages)
         npages = int(span.sum())
-    # the header: the process and its mapping of the objects' file, at time 0 (validated, small)
-    tb = TraceBuilder(source=source)
-    fid = tb.file(source or "libcachesim-objects", npages)
-    tb.process(0, PID, "libcachesim-replay")
-    mid = tb.mmap(0, PID, "objects", npages, file=fid, flags=MapFlag.SHARED | MapFlag.READ)
-    head = tb.build()
+    head, mid = _header(source, npages)
     for k in COLUMNS:
         cols[k][:2] = head.cols[k]
     # one READ of its object's pages per request, in request order: the rows TraceBuilder.ranges()
@@ -227,6 +222,188 @@ def ids_to_trace(ids: np.ndarray, clock: np.ndarray | None = None, source: str =
         if not (k == "npages" and span is not None) and not (k in ZERO_COLUMNS and v == 0):
             cols[k][2:] = v
     return Trace(cols, head.meta, validated=True)
+
+
+def _header(source: str, npages: int) -> tuple[Trace, int]:
+    """The trace's first two rows: the process and its mapping of the objects' file, at time 0
+    (validated, small); and the mapping's id."""
+    tb = TraceBuilder(source=source)
+    fid = tb.file(source or "libcachesim-objects", npages)
+    tb.process(0, PID, "libcachesim-replay")
+    mid = tb.mmap(0, PID, "objects", npages, file=fid, flags=MapFlag.SHARED | MapFlag.READ)
+    return tb.build(), mid
+
+
+class OracleGeneralStream:
+    """An oracleGeneral trace (plain or `.zst`) for `Emulator.replay_batches`, read twice a slice at a
+    time into one buffer, never whole: memory grows with the objects, not the requests, and no page
+    is faulted in afresh per request (a replay of a 64 M-request trace otherwise spends as long in
+    the kernel faulting in its columns as in the emulator). The first pass numbers the distinct ids
+    (c_ext/idmap.c) and keeps each object's largest size; the second looks each request's id up in
+    the same table and fills the same column buffers batch after batch. The result is the one
+    ids_to_trace()'s trace gives (time="index"), event for event.
+
+    `header` is the trace's first rows (the process and its mapping), `events` the whole trace's
+    count (header included, as len() of the loaded trace), `duration_ns` its span; `batches()` the
+    requests, once."""
+
+    def __init__(self, path: str, slice_records: int = SLICE):
+        self.path, self.n = path, slice_records
+        if not path.lower().endswith(ZST):
+            size = os.path.getsize(input_file(path, expected="trace file"))
+            if size % RECORD.itemsize:
+                raise InputError(f"{path}: truncated oracleGeneral trace: {size} bytes is not a multiple "
+                                 f"of the {RECORD.itemsize}-byte record ({size // RECORD.itemsize} whole "
+                                 f"records, {size % RECORD.itemsize} bytes left over)")
+        from ..engine.kernel import ffi, lib         # here: the C core (the readers above work without)
+        self._ffi, self._lib = ffi, lib
+        self._buf = bytearray(slice_records * RECORD.itemsize)
+        self._first = np.empty(slice_records, np.int32)
+        self._map = lib.km_idmap_new()
+        if self._map == ffi.NULL:
+            raise MemoryError
+        try:
+            self.requests = sum(self._add(rec) for rec in self._slices())
+            if self.requests == 0:
+                raise InputError(f"{path}: empty trace: no requests (of nonzero size) in the oracleGeneral file")
+            uniq = np.empty(lib.km_idmap_size(self._map), np.uint64)
+            lib.km_idmap_values(self._map, ffi.from_buffer("uint64_t[]", uniq))
+            big = np.empty(uniq.size, np.uint32)
+            lib.km_idmap_sizes(self._map, ffi.from_buffer("uint32_t[]", big))
+        except BaseException:
+            self.close()
+            raise
+        order = np.argsort(uniq, kind="stable")          # as dense_ids(): objects in id order
+        span = np.maximum(1, -(-big[order].astype(np.int64) // PAGE_SIZE))
+        first_page = np.concatenate(([0], np.cumsum(span)[:-1]))
+        # per first-seen index: the object's first page and its page count
+        self._page_of = np.empty(uniq.size, np.int64)
+        self._page_of[order] = first_page
+        self._span_of = None
+        if (span > 1).any():
+            self._span_of = np.empty(uniq.size, np.int64)
+            self._span_of[order] = span
+        self.header, self._mid = _header(os.path.basename(path), int(span.sum()))
+        self.events = len(self.header) + self.requests
+        self.duration_ns = (self.requests - 1) * NS_PER_REQUEST
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._lib.km_idmap_free(self._map)
+            self._map = None
+
+    def batches(self):
+        """The requests as CoreBatch slices: the buffers are refilled for each, so a batch is good
+        until the next one is asked for."""
+        from ..engine.kernel import CoreBatch
+        n = self.n
+        t0 = np.arange(n, dtype=np.int64) * NS_PER_REQUEST
+        consts = {"task": np.zeros(n, np.int32), "op": np.full(n, Op.READ, np.uint8),
+                  "map": np.zeros(n, np.int32), "arg": np.zeros(n, np.int64), "flags": np.zeros(n, np.uint32)}
+        t, page = np.empty(n, np.int64), np.empty(n, np.int64)
+        npages = np.ones(n, np.int64) if self._span_of is None else np.empty(n, np.int64)
+        done = 0
+        try:
+            for rec in self._slices():
+                rec = _nonzero(rec)
+                k = len(rec)
+                np.add(t0[:k], done * NS_PER_REQUEST, out=t[:k])
+                self._find(rec, self._page_of, page)
+                if self._span_of is not None:
+                    self._find(rec, self._span_of, npages)
+                b = CoreBatch({k_: v[:k] for k_, v in consts.items()})
+                b.update(t=t[:k], page=page[:k], npages=npages[:k])
+                done += k
+                if done > self.requests:                   # the file grew between the passes
+                    raise InputError(f"{self.path}: the trace changed while it was read ({done:,} requests, "
+                                     f"not the first pass's {self.requests:,}); replay it again once it is written")
+                yield b
+        finally:
+            self.close()
+
+    def _add(self, rec: np.ndarray) -> int:
+        """Number the slice's ids (first pass); returns its request count."""
+        ffi, rec = self._ffi, _nonzero(rec)
+        if len(rec):
+            base = ffi.cast("uint8_t *", rec.__array_interface__["data"][0])
+            if self._lib.km_idmap_add(self._map, base + RECORD.fields["obj_id"][1], len(rec), RECORD.itemsize,
+                                      ffi.cast("int32_t *", ffi.from_buffer("int32_t[]", self._first)),
+                                      base + RECORD.fields["obj_size"][1]) < 0:
+                raise MemoryError
+        return len(rec)
+
+    def _find(self, rec: np.ndarray, per_object: np.ndarray, out: np.ndarray) -> None:
+        """out[i] = per_object[first-seen index of request i's object] (second pass: one lookup in C,
+        no index array between)."""
+        ffi = self._ffi
+        base = ffi.cast("uint8_t *", rec.__array_interface__["data"][0]) + RECORD.fields["obj_id"][1]
+        found = self._lib.km_idmap_find(self._map, base, len(rec), RECORD.itemsize,
+                                        ffi.from_buffer("int64_t[]", per_object), ffi.from_buffer("int64_t[]", out))
+        if found != len(rec):                          # the file changed between the passes
+            raise InputError(f"{self.path}: the trace changed while it was read (an id the first pass "
+                             "did not see); replay it again once it is written")
+
+    def _slices(self):
+        """The file's records, a slice at a time, read into the one buffer."""
+        path, view = self.path, memoryview(self._buf)
+        try:
+            with open(path, "rb") as raw:
+                f = _ZstReader(raw, path) if path.lower().endswith(ZST) else raw
+                while True:
+                    got = 0
+                    while got < len(view):            # a stream may return less than asked
+                        r = f.readinto(view[got:])
+                        if not r:
+                            break
+                        got += r
+                    if got % RECORD.itemsize:
+                        raise InputError(f"{path}: truncated oracleGeneral trace: it ends inside a "
+                                         f"{RECORD.itemsize}-byte record")
+                    if got:
+                        yield np.frombuffer(self._buf, RECORD, count=got // RECORD.itemsize)
+                    if got < len(view):
+                        return
+        except OSError as e:
+            raise InputError(f"{path}: cannot read ({e.strerror})")
+
+
+def _nonzero(rec: np.ndarray) -> np.ndarray:
+    """The records of nonzero size (libCacheSim's ignore_size_zero_req): the slice itself when all are."""
+    return rec if rec["obj_size"].all() else rec[rec["obj_size"] != 0]
+
+
+class _ZstReader:
+    """readinto() over a zstd file's frames, one after another, decompressed a chunk at a time; a last
+    frame that ends early is an InputError (zstandard's stream_reader would end quietly)."""
+
+    def __init__(self, raw, path: str):
+        import zstandard                      # here: only a compressed trace needs it
+        self.raw, self.path, self.err = raw, path, zstandard.ZstdError
+        self.dctx = zstandard.ZstdDecompressor()
+        self.d, self.fed, self.out = self.dctx.decompressobj(), False, memoryview(b"")
+
+    def readinto(self, view) -> int:
+        while not self.out:
+            data = self.raw.read(1 << 20)
+            if not data:
+                if self.fed and not self.d.eof:
+                    raise InputError(f"{self.path}: truncated zstd-compressed trace: its last frame ends early")
+                return 0
+            parts = []
+            try:
+                while data:
+                    parts.append(self.d.decompress(data))
+                    self.fed = True
+                    data = b""
+                    if self.d.eof:                  # the next frame starts in what is left
+                        data, self.d, self.fed = self.d.unused_data, self.dctx.decompressobj(), False
+            except self.err as e:
+                raise InputError(f"{self.path}: not a zstd-compressed trace ({e})") from None
+            self.out = memoryview(b"".join(parts))
+        k = min(len(view), len(self.out))
+        view[:k] = self.out[:k]
+        self.out = self.out[k:]
+        return k
 
 
 def _drop_pages(a: np.ndarray, start: int = 0, length: int | None = None) -> None:
