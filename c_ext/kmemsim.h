@@ -38,6 +38,9 @@ struct km_config {
     int64_t policy_param;         /* policy-specific strength (e.g. DW rotations) */
     int32_t lru_gen;              /* 1: the multi-generational LRU (CONFIG_LRU_GEN, enabled), 0: classic */
     int64_t lru_gen_min_ttl_ns;   /* /sys/kernel/mm/lru_gen/min_ttl_ms, in ns (0: off) */
+    int32_t lru_gen_fairness_safeguards; /* 1 (before Linux 6.3): memcg reclaim runs 6.1's
+                                   * lru_gen_shrink_lruvec(), evicting on after an aging and stopping
+                                   * when it aged twice or met its goal having swapped; 0: 6.3+'s */
 };
 
 struct km_emu;

@@ -841,7 +841,7 @@ static int64_t isolate_folios(struct km_emu *e, struct scan_control *sc, int swa
  * stays (in the youngest generation: "don't add rejected folios to the oldest generation") and
  * retry once the clean, unmapped ones that may have missed folio_rotate_reclaimable(). Returns the
  * pages scanned (plus one if min_seq moved), 0 when there is nothing to evict. */
-static int64_t evict_folios(struct km_emu *e, struct scan_control *sc, int swappiness)
+static int64_t evict_folios(struct km_emu *e, struct scan_control *sc, int swappiness, int *need_swapping)
 {
     static __thread struct folio_list list, clean;
     struct lru_gen_folio *g = e->lrugen;
@@ -852,6 +852,7 @@ static int64_t evict_folios(struct km_emu *e, struct scan_control *sc, int swapp
     scanned += try_to_inc_min_seq(e, swappiness != 0);
     if (get_nr_gens(g, !swappiness) == MIN_NR_GENS) scanned = 0;
     if (!list.n) return scanned;
+    if (need_swapping && type == LRU_GEN_ANON) *need_swapping = 1;   /* 6.1: set after the retry; same */
     int skip_retry = 0;
 retry:;
     int64_t pages = 0;
@@ -909,8 +910,11 @@ static int should_run_aging(struct km_emu *e, uint64_t max_seq, struct scan_cont
     struct lru_gen_folio *g = e->lrugen;
     uint64_t min_seq[2] = { g->min_seq[0], g->min_seq[1] };
     int64_t old = 0, young = 0, total = 0;
-    /* whether this lruvec is completely out of cold folios */
-    if (min_seq[!can_swap] + MIN_NR_GENS > max_seq) { *nr_to_scan = 0; return 1; }
+    /* whether this lruvec is completely out of cold folios (6.3+; 6.1 sizes nr_to_scan first) */
+    if (!e->cfg.lru_gen_fairness_safeguards && min_seq[!can_swap] + MIN_NR_GENS > max_seq) {
+        *nr_to_scan = 0;
+        return 1;
+    }
     for (int type = !can_swap; type < 2; type++)
         for (uint64_t seq = min_seq[type]; seq <= max_seq; seq++) {
             int64_t size = g->nr_pages[lru_gen_from_seq(seq)][type];
@@ -920,6 +924,7 @@ static int should_run_aging(struct km_emu *e, uint64_t max_seq, struct scan_cont
             else if (seq + MIN_NR_GENS == max_seq) old += size;
         }
     *nr_to_scan = total >> sc->priority;
+    if (min_seq[!can_swap] + MIN_NR_GENS > max_seq) return 1;
     if (min_seq[!can_swap] + MIN_NR_GENS < max_seq) return 0;
     /* It's also ideal to spread pages out evenly, i.e., 1/(MIN_NR_GENS+1) of the total number of
      * pages for each generation. A reasonable range for this average portion is [1/MIN_NR_GENS,
@@ -961,7 +966,7 @@ static int try_to_shrink_lruvec(struct km_emu *e, struct scan_control *sc)
     for (;;) {
         nr_to_scan = get_nr_to_scan(e, sc, swappiness != 0);
         if (nr_to_scan <= 0) break;
-        int64_t delta = evict_folios(e, sc, swappiness);
+        int64_t delta = evict_folios(e, sc, swappiness, NULL);
         if (!delta) break;
         scanned += delta;
         if (scanned >= nr_to_scan) break;
@@ -971,12 +976,63 @@ static int try_to_shrink_lruvec(struct km_emu *e, struct scan_control *sc)
     return nr_to_scan < 0;
 }
 
+/* Linux 6.1's memcg reclaim (mm/vmscan.c, 6.1.y; the "fairness safeguards" 6.3's memcg LRU series
+ * removed). get_nr_to_scan(): at a lower priority than DEF_PRIORITY a lruvec low on cold folios is
+ * aged and then evicted from in the same call (6.3+ skips it: -1). should_abort_scan(): a memcg
+ * reclaimer stops once it aged twice ("age each memcg at most once") or met nr_to_reclaim having
+ * evicted anon ("over-swapping can increase allocation latency"); 6.3+ never stops memcg reclaim
+ * short of nr_to_scan. */
+static int64_t get_nr_to_scan_v61(struct km_emu *e, struct scan_control *sc, int can_swap, int *need_aging)
+{
+    struct lru_gen_folio *g = e->lrugen;
+    uint64_t max_seq = g->max_seq, min_seq = g->min_seq[!can_swap];
+    int64_t nr_to_scan;
+    *need_aging = should_run_aging(e, max_seq, sc, can_swap, &nr_to_scan);
+    if (!*need_aging) return nr_to_scan;
+    /* skip the aging path at the default priority */
+    if (sc->priority != DEF_PRIORITY && try_to_inc_max_seq(e, max_seq, can_swap, 0)) return nr_to_scan;
+    return min_seq + MIN_NR_GENS <= max_seq ? nr_to_scan : 0;
+}
+
+static int should_abort_scan_v61(struct km_emu *e, uint64_t seq, struct scan_control *sc, int need_swapping)
+{
+    /* age each memcg at most once to ensure fairness */
+    if (e->lrugen->max_seq - seq > 1) return 1;
+    /* over-swapping can increase allocation latency */
+    return sc->nr_reclaimed >= sc->nr_to_reclaim && need_swapping;
+}
+
+/* lru_gen_shrink_lruvec(), 6.1.y, for memcg reclaim */
+static void lru_gen_shrink_lruvec_v61(struct km_emu *e, struct scan_control *sc)
+{
+    struct lru_gen_folio *g = e->lrugen;
+    uint64_t max_seq = g->max_seq;
+    int need_aging = 0, need_swapping = 0;
+    int64_t scanned = 0;
+    g->have_walk = 0;                                    /* set_mm_walk(pgdat): none but kswapd's */
+    for (;;) {
+        int swappiness = get_swappiness(e, sc);
+        int64_t nr_to_scan = get_nr_to_scan_v61(e, sc, swappiness != 0, &need_aging);
+        if (!nr_to_scan) break;
+        int64_t delta = evict_folios(e, sc, swappiness, &need_swapping);
+        if (!delta) break;
+        scanned += delta;
+        if (scanned >= nr_to_scan) break;
+        if (should_abort_scan_v61(e, max_seq, sc, need_swapping)) break;
+    }
+    g->have_walk = 0;                                    /* clear_mm_walk() */
+}
+
 /* shrink_node() with MGLRU: lru_gen_shrink_node() for global reclaim (kswapd, direct) and
  * shrink_node_memcgs() -> shrink_lruvec() -> lru_gen_shrink_lruvec() for memcg reclaim; one lruvec
  * either way (shrink_many()'s memcg LRU has one memcg, shrink_one() no protection to honour). */
 void lru_gen_shrink_node(struct km_emu *e, struct scan_control *sc)
 {
     struct lru_gen_folio *g = e->lrugen;
+    if (sc->who == RECLAIM_MEMCG && e->cfg.lru_gen_fairness_safeguards) {
+        lru_gen_shrink_lruvec_v61(e, sc);
+        return;
+    }
     if (sc->who == RECLAIM_MEMCG) {                      /* lru_gen_shrink_lruvec() */
         g->have_walk = 0;                                /* set_mm_walk(NULL, sc->proactive) */
         try_to_shrink_lruvec(e, sc);

@@ -228,6 +228,37 @@ def test_pid_controller_shifts_scanning_between_anon_and_file():
     assert _two_types("both", swappiness=10)["pid_chose_anon"] < _two_types("both", swappiness=190)["pid_chose_anon"]
 
 
+def test_6_1_memcg_reclaim_with_its_fairness_safeguards():
+    # Linux 6.1.y's lru_gen_shrink_lruvec() (mm/vmscan.c, 6.1.192): get_nr_to_scan() ages a lruvec
+    # low on cold folios below DEF_PRIORITY and returns nr_to_scan, so evict_folios() follows in the
+    # same call (6.3+ returns -1 and leaves the lruvec); should_abort_scan() stops a memcg reclaimer
+    # that aged twice (max_seq - seq > 1) or met nr_to_reclaim having evicted anon (need_swapping).
+    # The aging and its walk behave as in 6.6: H, referenced between agings, stays; the stream ages
+    # out; max_seq counts the agings; the PID controller still turns to anon when file refaults.
+    for retouch, want in ((True, 64), (False, 0)):
+        tr = T()
+        m = tr.mmap(4096)
+        tr.read(m, 0, 64)
+        for k in range(12):
+            tr.read(m, 1024 + 64 * k, 64)
+            if retouch:
+                tr.read(m, 0, 64)
+        res = run(tr, memcg_limit=160 * 4096, lru_gen_fairness_safeguards=True)
+        assert resident(res, 0, 64) == want
+        assert res.lru_gen["agings"] >= 1 and res.lru_gen["max_seq"] == MIN_NR_GENS + 1 + res.lru_gen["agings"]
+    tr = T(65536)
+    a = tr.mmap(512, file=False, flags=ANON_RW)
+    m = tr.mmap(65536)
+    tr.write(a, 0, 512)
+    tr.read(m, 0, 512)
+    for k in range(40):
+        tr.read(m, 0, 512)
+        b = tr.mmap(256, file=False, flags=ANON_RW)
+        tr.write(b, 0, 256)
+    g = run(tr, memcg_limit=768 * 4096, zram="lz4:64M", swappiness=100, lru_gen_fairness_safeguards=True).lru_gen
+    assert g["pid_chose_anon"] > 0 and g["pid_chose_file"] > 0
+
+
 def _one_page_and_stream(retouch):
     tr = T(16384)
     one = tr.mmap(512)                           # page 0 alone in its PTE table

@@ -100,6 +100,10 @@ class Config:
     # docs/mglru.md), and MGLRU's /sys/kernel/mm/lru_gen/min_ttl_ms (0: off)
     lru: str = "classic"
     min_ttl_ms: float = 0.0
+    # MGLRU's memcg reclaim before Linux 6.3 (6.1's lru_gen_shrink_lruvec(): it evicts on after
+    # aging, stops when it aged twice or met its goal having swapped); 6.3+ skips a lruvec it aged
+    # and never stops memcg reclaim short (engine/kernel_release.py; docs/mglru.md)
+    lru_gen_fairness_safeguards: bool = False
 
     def to_c(self, ffi):
         if self.policy not in POLICIES:
@@ -181,6 +185,7 @@ class Config:
         if self.lru != "classic" or self.min_ttl_ms:     # (the classic lists leave both fields 0)
             c.lru_gen = int(self.lru == "mglru")
             c.lru_gen_min_ttl_ns = int(round(self.min_ttl_ms * 1e6))
+            c.lru_gen_fairness_safeguards = int(bool(self.lru_gen_fairness_safeguards))
         return c
 
 

@@ -15,6 +15,10 @@ FEATURES = (
     # exec faults read forward within the vma in folios of the arch's exec order (6.17,
     # do_sync_mmap_readahead's VM_EXEC branch: x86 order 0, arm64 4); before, read-around as data
     ("exec_folio_order", (6, 17), None, -1),
+    # MGLRU memcg reclaim (6.3, the memcg LRU series: "mm: multi-gen LRU: remove eviction fairness
+    # safeguard" and the aging one): a lruvec aged is skipped, memcg reclaim never stops short;
+    # before, 6.1's lru_gen_shrink_lruvec() evicts on after aging and stops at its safeguards
+    ("lru_gen_fairness_safeguards", (6, 3), False, True),
 )
 EXEC_ORDER = {"x86_64": 0, "AMD64": 0, "aarch64": 4, "arm64": 4}     # arch_exec_folio_order()
 # Large folios in the page cache, by file system: page_cache_ra_order() reads up to PMD order where

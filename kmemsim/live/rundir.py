@@ -99,6 +99,7 @@ class RunDir:
         env = dict(env or {})
         devs = sorted({f["dev"] for f in summ["files"].values()})
         env["read_ahead_kb"] = {d: read_ahead_kb(d) for d in devs}
+        env["max_sectors_kb"] = {d: max_sectors_kb(d) for d in devs}   # bdi io_pages: readahead's cap
         env["fs_type"] = fs_types(devs)             # large folios or not (engine/kernel_release.py)
         self.write_json("kernel.json", env)
         self.write_json("summary.json", summ)
@@ -376,6 +377,17 @@ def read_ahead_kb(dev):
     """read_ahead_kb of the block device holding a file ('maj:min'), from its bdi."""
     for p in (f"/sys/class/bdi/{dev}/read_ahead_kb", f"/sys/dev/block/{dev}/queue/read_ahead_kb",
               f"/sys/dev/block/{dev}/../queue/read_ahead_kb"):
+        v = read_text(p)
+        if v is not None:
+            return int(v)
+    return None
+
+
+def max_sectors_kb(dev):
+    """max_sectors_kb of the block device holding a file ('maj:min'): bdi->io_pages, the most
+    force_page_cache_ra() (fadvise/madvise WILLNEED) and a large read's readahead take at once;
+    None where the device has no queue (9p, tmpfs)."""
+    for p in (f"/sys/dev/block/{dev}/queue/max_sectors_kb", f"/sys/dev/block/{dev}/../queue/max_sectors_kb"):
         v = read_text(p)
         if v is not None:
             return int(v)

@@ -223,9 +223,9 @@ def _result(outdir) -> dict:
 
 def run_kernel(outdir, model) -> dict:
     """The emulator's kernel settings for the reference run in OUTDIR, from what its kernel.json says
-    the kernel was: the LRU reclaim kept, the readahead of the model's device, and what its release
-    implies (engine/kernel_release.py: zeromap, large folios on the model's file system, exec
-    faults). A 6.1 guest's run (kmemsim vm) is predicted as 6.1 with the guest disk's 128 KiB, this
+    the kernel was: the LRU reclaim kept, the readahead and max_sectors_kb of the model's device,
+    and what its release implies (engine/kernel_release.py: zeromap, large folios on the model's file
+    system, exec faults, MGLRU's memcg reclaim). A 6.1 guest's run (kmemsim vm) is predicted as 6.1 with the guest disk's 128 KiB, this
     machine's as 6.18 with virtio's 8 MiB; settings it does not say stay Config's."""
     from ..engine.kernel_release import release_config  # here: engine/ only for the prediction's settings
     try:
@@ -244,6 +244,11 @@ def run_kernel(outdir, model) -> dict:
     ra = (k.get("read_ahead_kb") or {}).get(dev)
     if ra is not None:
         out["read_ahead_kb"] = int(ra)
+    # the device's max_sectors_kb (bdi io_pages: how much a WILLNEED reads at once); runs recorded
+    # before kernel.json kept it are predicted with the device profile's
+    ms = (k.get("max_sectors_kb") or {}).get(dev)
+    if ms is not None:
+        out["max_sectors_kb"] = int(ms)
     lru = (k.get("lru") or {}).get("mode")
     if lru in ("classic", "mglru"):
         out["lru"] = lru
