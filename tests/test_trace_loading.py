@@ -142,13 +142,16 @@ def test_a_mapped_file_read_in_slices_gives_the_same_numbering(tmp_path, monkeyp
 
 @pytest.mark.parametrize("sizes", ["pages", "mixed"])
 @pytest.mark.parametrize("zst", [False, True])
-def test_replay_streams_an_oracle_general_file_as_the_whole_trace(tmp_path, monkeypatch, sizes, zst):
+@pytest.mark.parametrize("keep", [1 << 28, 5000])
+def test_replay_streams_an_oracle_general_file_as_the_whole_trace(tmp_path, monkeypatch, sizes, zst, keep):
     """`kmemsim replay` reads an oracleGeneral file a slice at a time into one buffer and replays the
     slices as batches (OracleGeneralStream, Emulator.replay_batches): every counter, the timeline and
     the page states equal one replay of the trace loaded whole, under the kernel model and under
-    zram pressure; size-0 requests are left out in both (libCacheSim's ignore_size_zero_req)."""
+    zram pressure, whether the first pass's object numbers are kept or the ids looked up again; size-0
+    requests are left out in both (libCacheSim's ignore_size_zero_req)."""
     from kmemsim.engine import Config, Emulator
-    monkeypatch.setattr(lio, "SLICE", 997)                     # slices that split nothing evenly
+    monkeypatch.setattr(lio, "STREAM_SLICE", 997)              # slices that split nothing evenly
+    monkeypatch.setattr(lio, "STREAM_KEEP", keep)              # numbers kept, or the file read again
     rng = np.random.default_rng(11)
     ids = np.concatenate([np.arange(3000), rng.zipf(1.2, 12_000) % 2500])
     size = (np.full(ids.size, 4096) if sizes == "pages" else rng.integers(0, 14_000, ids.size))

@@ -48,6 +48,8 @@ NS_PER_REQUEST = 1000   # time="index": one request per microsecond of trace tim
 BINARY_EXTS = (".oraclegeneral", ".oraclegeneral.bin", ".bin")
 ZST = ".zst"
 SLICE = 1 << 20               # records read between two give-backs of a mapped file's pages
+STREAM_SLICE = 1 << 16        # records a stream reads and replays at a time: its buffers (2.6 MiB) stay in cache
+STREAM_KEEP = 1 << 28         # requests whose object numbers (4 bytes each) a stream keeps between its passes
 ZERO_COLUMNS = ("map", "arg", "flags")    # a libCacheSim trace's requests: mapping 0, no chunk, no flags
 CSV_EXTS = (".csv", ".txt")
 PARQUET_EXTS = (".parquet", ".pq")
@@ -247,8 +249,9 @@ class OracleGeneralStream:
     count (header included, as len() of the loaded trace), `duration_ns` its span; `batches()` the
     requests, once."""
 
-    def __init__(self, path: str, slice_records: int = SLICE):
-        self.path, self.n = path, slice_records
+    def __init__(self, path: str, slice_records: int | None = None):
+        self.path, self.n = path, slice_records or STREAM_SLICE
+        slice_records = self.n
         if not path.lower().endswith(ZST):
             size = os.path.getsize(input_file(path, expected="trace file"))
             if size % RECORD.itemsize:
@@ -262,8 +265,18 @@ class OracleGeneralStream:
         self._map = lib.km_idmap_new()
         if self._map == ffi.NULL:
             raise MemoryError
+        # the first pass's numbers, while they take at most 4 * STREAM_KEEP bytes: the second pass
+        # then reads them and not the file (no second lookup per request); past that, it looks up
+        self._kept = []
         try:
-            self.requests = sum(self._add(rec) for rec in self._slices())
+            self.requests = 0
+            for rec in self._slices():
+                k = self._add(rec)
+                self.requests += k
+                if self._kept is not None and self.requests <= STREAM_KEEP:
+                    self._kept.append(self._first[:k].copy())
+                else:
+                    self._kept = None
             if self.requests == 0:
                 raise InputError(f"{path}: empty trace: no requests (of nonzero size) in the oracleGeneral file")
             uniq = np.empty(lib.km_idmap_size(self._map), np.uint64)
@@ -303,14 +316,22 @@ class OracleGeneralStream:
         t, page = np.empty(n, np.int64), np.empty(n, np.int64)
         npages = np.ones(n, np.int64) if self._span_of is None else np.empty(n, np.int64)
         done = 0
+        kept, self._kept = self._kept, None
         try:
-            for rec in self._slices():
-                rec = _nonzero(rec)
-                k = len(rec)
+            for i, rec in enumerate(kept if kept is not None else self._slices()):
+                if kept is not None:                       # the first pass's numbers
+                    k = len(rec)
+                    np.take(self._page_of, rec, out=page[:k], mode="clip")
+                    if self._span_of is not None:
+                        np.take(self._span_of, rec, out=npages[:k], mode="clip")
+                    kept[i] = None                         # given back as replayed
+                else:                                      # the file again, each id looked up
+                    rec = _nonzero(rec)
+                    k = len(rec)
+                    self._find(rec, self._page_of, page)
+                    if self._span_of is not None:
+                        self._find(rec, self._span_of, npages)
                 np.add(t0[:k], done * NS_PER_REQUEST, out=t[:k])
-                self._find(rec, self._page_of, page)
-                if self._span_of is not None:
-                    self._find(rec, self._span_of, npages)
                 b = CoreBatch({k_: v[:k] for k_, v in consts.items()})
                 b.update(t=t[:k], page=page[:k], npages=npages[:k])
                 done += k
