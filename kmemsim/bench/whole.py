@@ -164,7 +164,7 @@ def lru_rows(sizes: list[int], rounds: int, seed: int, d: str) -> list[dict]:
         a = kmemsim("replay", path, "--policy", "lru", "--mem", f"{CACHE_OBJECTS * 4}K", "--json")
         b = [PY, "-c", LIBCACHESIM, path, str(CACHE_OBJECTS)]
         ra, rb = in_turn(a, b, rounds)
-        k = json.loads(ra[-1]["out"])
+        k = json.loads(ra[-1]["out"])["counters"]
         ln, lm = map(int, rb[-1]["out"].split())
         ratios = [y["wall"] / x["wall"] for x, y in zip(ra, rb)]
         cpu_ratios = [y["cpu"] / x["cpu"] for x, y in zip(ra, rb)]     # steadier where the CPUs are shared
@@ -176,8 +176,8 @@ def lru_rows(sizes: list[int], rounds: int, seed: int, d: str) -> list[dict]:
                     "kmemsim_rss": rss, "libcachesim_rss": med(rb, "rss"),
                     "rss_per_event": (rss - base) / n, "rss_per_page": (rss - base) / CACHE_OBJECTS,
                     "rss_per_file_byte": rss / os.path.getsize(path),
-                    "misses": (k["misses"], lm), "accesses": (k["accesses"], ln),
-                    "identical": k["misses"] == lm and k["accesses"] == ln})
+                    "misses": (k["misses_pages"], lm), "accesses": (k["accesses_pages"], ln),
+                    "identical": k["misses_pages"] == lm and k["accesses_pages"] == ln})
         os.unlink(path)
     return out
 
@@ -195,11 +195,11 @@ def llama7b_row(decode: int, d: str) -> dict:
     tr = os.path.join(d, "llama2-7b-q4_0.parquet")
     gen = timed(kmemsim("workload", "llama", "--layout-only", "Llama-2-7B", "--type", "q4_0", "--prompt", 2048,
                         "--decode", decode, "--ctx", 4096, "-o", tr))
-    rep = timed(kmemsim("replay", tr, "--memcg-limit", "3G", "--zram", "lz4:4G", "--json"))
-    s = json.loads(rep["out"])
+    rep = timed(kmemsim("replay", tr, "--mem-limit", "3G", "--zram", "lz4:4G", "--json"))
+    s = json.loads(rep["out"])["counters"]
     return {"decode": decode, "generate_s": gen["wall"], "replay_s": rep["wall"], "replay_cpu_s": rep["cpu"],
-            "total_s": gen["wall"] + rep["wall"], "page_refs": s["accesses"], "misses": s["misses"],
-            "pgscan_memcg": s.get("pgscan_memcg"), "replay_rss": rep["rss"]}
+            "total_s": gen["wall"] + rep["wall"], "page_refs": s["accesses_pages"], "misses": s["misses_pages"],
+            "pgscan_memcg": s.get("pgscan_memcg_pages"), "replay_rss": rep["rss"]}
 
 
 def report(lru: list[dict], start: dict | None, llama: dict | None, stream: dict | None = None) -> list[str]:
