@@ -65,7 +65,13 @@ folio_id folio_alloc(struct km_emu *e, int order)
 {
     folio_id id = e->free_folio;
     if (id >= 0) {
-        e->free_folio = e->links[id].next;
+        folio_id next = e->free_folio = e->links[id].next;
+        /* reclaim frees folios in batches, so the free list is a chain through memory in no order:
+         * ask now for what the next allocation will read and write */
+        if (next >= 0) {
+            __builtin_prefetch(&e->links[next]);
+            __builtin_prefetch(&e->folios[next], 1);
+        }
     } else {
         if (e->nr_folios == e->cap_folios) folios_grow(e, e->cap_folios ? e->cap_folios * 2 : 4096);
         id = (folio_id)e->nr_folios++;
