@@ -308,7 +308,7 @@ class OracleGeneralStream:
     def batches(self):
         """The requests as CoreBatch slices: the buffers are refilled for each, so a batch is good
         until the next one is asked for."""
-        from ..engine.kernel import CoreBatch
+        from ..engine.kernel import CoreBatch      # here: the C core's module (the readers above work without)
         n = self.n
         t0 = np.arange(n, dtype=np.int64) * NS_PER_REQUEST
         consts = {"task": np.zeros(n, np.int32), "op": np.full(n, Op.READ, np.uint8),
