@@ -39,7 +39,7 @@ from ..report.tables import markdown
 from ..workload import llama as lw, scenario as scn_mod
 from ..workload.llama.routing import spec_of
 from ..workload.synth import layout_from_preset
-from .output import write_tables
+from .output import overrides as overrides_of, write_tables
 
 NAME = "moe-paging"
 TITLE = "MoE expert paging: which loading strategy wins, by memory and routing skew"
@@ -63,10 +63,8 @@ def params(quick=False, overrides=()) -> dict:
              prompt=32, decode=24, scenario="none")
     if quick:
         p.update(QUICK)
-    for o in overrides:
-        key, eq, val = str(o).partition("=")
-        if not eq or key not in p:
-            raise InputError(f"--set {o!r}: expected KEY=VALUE with KEY one of {', '.join(p)}")
+    for key, val in overrides_of(p, overrides).items():
+        o = f"{key}={val}"
         items = [v.strip() for v in val.split(",") if v.strip()]
         if not items:
             raise InputError(f"--set {o!r}: no value")
@@ -76,9 +74,9 @@ def params(quick=False, overrides=()) -> dict:
             elif key in ("prompt", "decode"):
                 p[key] = int(val)
             elif key == "scenario":
-                if val.strip() not in ("none", "apps"):
+                if val not in ("none", "apps"):
                     raise InputError(f"--set {o!r}: scenario is none or apps (workloads/scenarios/{SCENARIO}.toml)")
-                p[key] = val.strip()
+                p[key] = val
             elif key == "models":
                 p[key] = {n.partition(":")[0]: int(n.partition(":")[2] or MODELS.get(n, 4)) for n in items}
             else:

@@ -29,6 +29,7 @@ from ..engine.time import device as devmod, serial
 from ..report.tables import markdown
 from ..workload import scenario as sc
 from ..workload.llama import step_rows
+from .output import overrides as overrides_of
 
 NAME = "mzcache-apps"
 TITLE = "mzCache Fig 15: the ten-app round, who lmkd kills, and the restores' major faults"
@@ -56,14 +57,11 @@ DEVICE = "galaxy-s25plus"
 
 def params(quick=False, overrides=()) -> dict:
     p = dict(rounds=3 if quick else 10, trim_step=0.15, storm_step=0.05, device=DEVICE, mem="")
-    for o in overrides:
-        key, eq, val = str(o).partition("=")
-        if not eq or key not in p:
-            raise InputError(f"--set {o!r}: expected KEY=VALUE with KEY one of {', '.join(p)}")
+    for key, val in overrides_of(p, overrides).items():
         try:
-            p[key] = val.strip() if key in ("device", "mem") else (int(val) if key == "rounds" else float(val))
+            p[key] = val if key in ("device", "mem") else (int(val) if key == "rounds" else float(val))
         except ValueError:
-            raise InputError(f"--set {o!r}: {key} takes a number") from None
+            raise InputError(f"--set {key + '=' + val!r}: {key} takes a number") from None
     if not 1 <= p["rounds"] <= 100:
         raise InputError(f"--set rounds={p['rounds']}: expected 1..100")
     for k in ("trim_step", "storm_step"):

@@ -33,6 +33,7 @@ from ..engine.time.pipeline import Pipeline
 from ..report.tables import markdown
 from ..workload import llama
 from ..workload.synth import layout_from_preset
+from .output import overrides as overrides_of
 
 NAME = "mzcache-ttft"
 TITLE = "mzCache Fig 9: TTFT with restoration against partial offload and OS paging"
@@ -214,10 +215,8 @@ def params(quick=False, overrides=()) -> dict:
     p = dict(devices=DEVICES, models=MODELS, contexts=CONTEXTS, remaining=REMAINING, codec="flexgen8")
     if quick:
         p.update(QUICK)
-    for o in overrides:
-        key, eq, val = str(o).partition("=")
-        if not eq or key not in p:
-            raise InputError(f"--set {o!r}: expected KEY=VALUE with KEY one of {', '.join(p)}")
+    for key, val in overrides_of(p, overrides).items():
+        o = f"{key}={val}"
         items = [v.strip() for v in val.split(",") if v.strip()]
         try:
             if key == "contexts":
@@ -225,7 +224,7 @@ def params(quick=False, overrides=()) -> dict:
             elif key == "remaining":
                 p[key] = tuple(float(v) for v in items)
             elif key == "codec":
-                p[key] = val.strip()
+                p[key] = val
             else:
                 p[key] = tuple(items)
         except ValueError:
