@@ -68,10 +68,7 @@ def read_oracle_general(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     else:
         input_file(path, expected="trace file")
         nbytes = os.path.getsize(path)
-    if nbytes % RECORD.itemsize:
-        raise InputError(f"{path}: truncated oracleGeneral trace: {nbytes} bytes is not a multiple "
-                         f"of the {RECORD.itemsize}-byte record ({nbytes // RECORD.itemsize} whole "
-                         f"records, {nbytes % RECORD.itemsize} bytes left over)")
+    _whole_records(path, nbytes)
     if nbytes == 0:
         rec = np.zeros(0, RECORD)
     elif path.lower().endswith(ZST):
@@ -88,6 +85,14 @@ def read_oracle_general(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if len(rec) == 0:
         raise InputError(f"{path}: empty trace: no requests (of nonzero size) in the oracleGeneral file")
     return rec["clock_time"], rec["obj_id"], rec["obj_size"]
+
+
+def _whole_records(path: str, nbytes: int) -> None:
+    """An oracleGeneral file of nbytes holds whole records, or one InputError."""
+    if nbytes % RECORD.itemsize:
+        raise InputError(f"{path}: truncated oracleGeneral trace: {nbytes} bytes is not a multiple "
+                         f"of the {RECORD.itemsize}-byte record ({nbytes // RECORD.itemsize} whole "
+                         f"records, {nbytes % RECORD.itemsize} bytes left over)")
 
 
 def read_csv_ids(path: str) -> np.ndarray:
@@ -253,11 +258,7 @@ class OracleGeneralStream:
         self.path, self.n = path, slice_records or STREAM_SLICE
         slice_records = self.n
         if not path.lower().endswith(ZST):
-            size = os.path.getsize(input_file(path, expected="trace file"))
-            if size % RECORD.itemsize:
-                raise InputError(f"{path}: truncated oracleGeneral trace: {size} bytes is not a multiple "
-                                 f"of the {RECORD.itemsize}-byte record ({size // RECORD.itemsize} whole "
-                                 f"records, {size % RECORD.itemsize} bytes left over)")
+            _whole_records(path, os.path.getsize(input_file(path, expected="trace file")))
         from ..engine.kernel import ffi, lib         # here: the C core (the readers above work without)
         self._ffi, self._lib = ffi, lib
         self._buf = bytearray(slice_records * RECORD.itemsize)
@@ -393,34 +394,36 @@ def _nonzero(rec: np.ndarray) -> np.ndarray:
     return rec if rec["obj_size"].all() else rec[rec["obj_size"] != 0]
 
 
+def _zst_chunks(raw, path: str):
+    """A zstd file's frames, one after another, decompressed a chunk at a time; a last frame that ends
+    early is an InputError (zstandard's stream_reader would end quietly)."""
+    import zstandard                          # here: only a compressed trace needs it
+    dctx = zstandard.ZstdDecompressor()
+    d, fed = dctx.decompressobj(), False
+    while data := raw.read(1 << 20):
+        try:
+            while data:
+                out = d.decompress(data)
+                fed, data = True, b""
+                if d.eof:                         # the next frame starts in what is left
+                    data, d, fed = d.unused_data, dctx.decompressobj(), False
+                if out:
+                    yield out
+        except zstandard.ZstdError as e:
+            raise InputError(f"{path}: not a zstd-compressed trace ({e})") from None
+    if fed and not d.eof:
+        raise InputError(f"{path}: truncated zstd-compressed trace: its last frame ends early")
+
+
 class _ZstReader:
-    """readinto() over a zstd file's frames, one after another, decompressed a chunk at a time; a last
-    frame that ends early is an InputError (zstandard's stream_reader would end quietly)."""
+    """readinto() over _zst_chunks()."""
 
     def __init__(self, raw, path: str):
-        import zstandard                      # here: only a compressed trace needs it
-        self.raw, self.path, self.err = raw, path, zstandard.ZstdError
-        self.dctx = zstandard.ZstdDecompressor()
-        self.d, self.fed, self.out = self.dctx.decompressobj(), False, memoryview(b"")
+        self.chunks, self.out = _zst_chunks(raw, path), memoryview(b"")
 
     def readinto(self, view) -> int:
-        while not self.out:
-            data = self.raw.read(1 << 20)
-            if not data:
-                if self.fed and not self.d.eof:
-                    raise InputError(f"{self.path}: truncated zstd-compressed trace: its last frame ends early")
-                return 0
-            parts = []
-            try:
-                while data:
-                    parts.append(self.d.decompress(data))
-                    self.fed = True
-                    data = b""
-                    if self.d.eof:                  # the next frame starts in what is left
-                        data, self.d, self.fed = self.d.unused_data, self.dctx.decompressobj(), False
-            except self.err as e:
-                raise InputError(f"{self.path}: not a zstd-compressed trace ({e})") from None
-            self.out = memoryview(b"".join(parts))
+        if not self.out:
+            self.out = memoryview(next(self.chunks, b""))
         k = min(len(view), len(self.out))
         view[:k] = self.out[:k]
         self.out = self.out[k:]
@@ -611,14 +614,7 @@ def _read_bytes(path: str, n: int = -1) -> bytes:
                 if n >= 0:
                     with dctx.stream_reader(f, read_across_frames=True) as z:
                         return z.read(n)
-                data, parts = f.read(), []
-                while data:                           # frame after frame, each whole
-                    d = dctx.decompressobj()
-                    parts.append(d.decompress(data))
-                    if not d.eof:
-                        raise InputError(f"{path}: truncated zstd-compressed trace: its last frame ends early")
-                    data = d.unused_data
-                return b"".join(parts)
+                return b"".join(_zst_chunks(f, path))
             except zstandard.ZstdError as e:
                 raise InputError(f"{path}: not a zstd-compressed trace ({e})") from None
     except FileNotFoundError:
