@@ -63,6 +63,14 @@ void km_idmap_values(struct km_idmap *m, uint64_t *out) { memcpy(out, m->values,
 
 void km_idmap_sizes(struct km_idmap *m, uint32_t *out) { memcpy(out, m->sizes, sizeof *out * (size_t)m->n); }
 
+/* The slot holding id, or the empty one where it would go. */
+static inline uint64_t probe(const struct km_idmap *m, uint64_t id)
+{
+    uint64_t h = mix(id) & m->mask;
+    while (m->t[h].idx >= 0 && m->t[h].key != id) h = (h + 1) & m->mask;
+    return h;
+}
+
 int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t stride, int32_t *first,
                      const uint8_t *sizes)
 {
@@ -71,16 +79,12 @@ int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t
         uint32_t size = 0;
         memcpy(&id, base + i * stride, sizeof id);         /* records need not be aligned */
         if (sizes) memcpy(&size, sizes + i * stride, sizeof size);
-        uint64_t h = mix(id) & m->mask;
-        for (;;) {
-            int32_t k = m->t[h].idx;
-            if (k < 0) break;
-            if (m->t[h].key == id) {
-                first[i] = k;
-                if (size > m->sizes[k]) m->sizes[k] = size;
-                goto next;
-            }
-            h = (h + 1) & m->mask;
+        uint64_t h = probe(m, id);
+        int32_t k = m->t[h].idx;
+        if (k >= 0) {
+            first[i] = k;
+            if (size > m->sizes[k]) m->sizes[k] = size;
+            continue;
         }
         if (m->n >= INT32_MAX) return -1;                  /* indexes are int32 (page ids fit) */
         if (m->n == m->cap) {
@@ -94,15 +98,13 @@ int64_t km_idmap_add(struct km_idmap *m, const uint8_t *base, int64_t n, int64_t
         }
         if (2 * (uint64_t)(m->n + 1) > m->mask + 1) {      /* keep it at most half full */
             if (table_alloc(m, 2 * (m->mask + 1)) < 0) return -1;
-            h = mix(id) & m->mask;
-            while (m->t[h].idx >= 0) h = (h + 1) & m->mask;
+            h = probe(m, id);
         }
         m->t[h].key = id;
         m->t[h].idx = (int32_t)m->n;
         m->values[m->n] = id;
         m->sizes[m->n] = size;
         first[i] = (int32_t)m->n++;
-    next:;
     }
     return m->n;
 }
@@ -113,13 +115,9 @@ int64_t km_idmap_find(const struct km_idmap *m, const uint8_t *base, int64_t n, 
     for (int64_t i = 0; i < n; i++) {
         uint64_t id;
         memcpy(&id, base + i * stride, sizeof id);
-        uint64_t h = mix(id) & m->mask;
-        for (;;) {
-            int32_t k = m->t[h].idx;
-            if (k < 0) return i;                               /* not in the table */
-            if (m->t[h].key == id) { out[i] = val[k]; break; }
-            h = (h + 1) & m->mask;
-        }
+        int32_t k = m->t[probe(m, id)].idx;
+        if (k < 0) return i;                                   /* not in the table */
+        out[i] = val[k];
     }
     return n;
 }
