@@ -373,25 +373,26 @@ def summary(rec, tables, status, samples, tstats, cg=None, rusage=None, faults=N
     return out
 
 
-def read_ahead_kb(dev):
-    """read_ahead_kb of the block device holding a file ('maj:min'), from its bdi."""
-    for p in (f"/sys/class/bdi/{dev}/read_ahead_kb", f"/sys/dev/block/{dev}/queue/read_ahead_kb",
-              f"/sys/dev/block/{dev}/../queue/read_ahead_kb"):
+def _first_int(*paths):
+    """The integer in the first of the sysfs files that can be read, None if none can."""
+    for p in paths:
         v = read_text(p)
         if v is not None:
             return int(v)
     return None
+
+
+def read_ahead_kb(dev):
+    """read_ahead_kb of the block device holding a file ('maj:min'), from its bdi."""
+    return _first_int(f"/sys/class/bdi/{dev}/read_ahead_kb", f"/sys/dev/block/{dev}/queue/read_ahead_kb",
+                      f"/sys/dev/block/{dev}/../queue/read_ahead_kb")
 
 
 def max_sectors_kb(dev):
     """max_sectors_kb of the block device holding a file ('maj:min'): bdi->io_pages, the most
     force_page_cache_ra() (fadvise/madvise WILLNEED) and a large read's readahead take at once;
     None where the device has no queue (9p, tmpfs)."""
-    for p in (f"/sys/dev/block/{dev}/queue/max_sectors_kb", f"/sys/dev/block/{dev}/../queue/max_sectors_kb"):
-        v = read_text(p)
-        if v is not None:
-            return int(v)
-    return None
+    return _first_int(f"/sys/dev/block/{dev}/queue/max_sectors_kb", f"/sys/dev/block/{dev}/../queue/max_sectors_kb")
 
 
 # Before 6.3 a zram swap device is written and read through its ->rw_page (__swap_writepage() ->
