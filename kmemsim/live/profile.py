@@ -478,7 +478,28 @@ def step_cost(path: str) -> tuple[int, int, int]:
     return s.step_weight_bytes, *s.step_macs
 
 
-def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, path=None) -> dict | None:
+# The weight types measured apart ([compute.TYPE], TimeModel.by_type): the three the synthetic models
+# and most GGUFs users run are made of; the first is also the device's pair ([compute] itself).
+TYPES = ("q8_0", "f16", "q4_0")
+
+
+def compute_by_type(types=TYPES, progress=None, **kw) -> dict | None:
+    """compute() on the same synthetic shape in each of `types`: the first type's result, with
+    "by_type": {GGML TYPE: its result} (each type's rates, TimeModel.by_type)."""
+    first, by = None, {}
+    for qt in types:
+        r = compute(progress=progress, qtype=qt, **kw)
+        if r is None:
+            continue
+        by[qt.upper()] = r
+        first = first or r
+    if first is None:
+        return None
+    return dict(first, by_type=by)
+
+
+def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, path=None,
+            qtype="q8_0") -> dict | None:
     """llama.cpp's speed as TimeModel's two rates, on a synthetic model (or the GGUF at path): each
     round times, after a warm-up, a prefill of each size in `prompts` (one output row) and `decode`
     steps (one token row, its output; their median), and fits t = W / weight_gbps + MACs /
@@ -493,8 +514,8 @@ def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, pa
         if path is None:
             # a 1B model's layers (60 M MACs per token each), so the matmuls outweigh the per-node work
             # as in the models users run; a Qwen3-0.6B-shaped one (13 M) measured 15% fewer MAC/s
-            path = synth.write_model(os.path.join(d, "m.gguf"), "Llama-3.2-1B", "q8_0", layers=4, progress=False)
-            name = "synthetic Llama-3.2-1B shape, 4 layers, q8_0 (kmemsim.workload.synth.write_model)"
+            path = synth.write_model(os.path.join(d, "m.gguf"), "Llama-3.2-1B", qtype, layers=4, progress=False)
+            name = f"synthetic Llama-3.2-1B shape, 4 layers, {qtype} (kmemsim.workload.synth.write_model)"
         else:
             name = os.path.basename(path)
         wbytes, m_tok, m_out = step_cost(path)
@@ -548,7 +569,7 @@ def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, pa
          "matmul_gmac_s": float(np.median([f[1] for f in fits])),
          "llama_cpp": getattr(llama_cpp, "__version__", "?")}
     if progress:
-        progress(f"llama.cpp: {r['matmul_gmac_s']:.1f} GMAC/s, weights streamed at {r['weight_gbps']:.1f} GB/s")
+        progress(f"llama.cpp, {qtype}: {r['matmul_gmac_s']:.1f} GMAC/s, weights streamed at {r['weight_gbps']:.1f} GB/s")
     return r
 
 
@@ -561,8 +582,9 @@ def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, pa
 # since the reclaim costs are the median of three benchmark runs and the storage sizes take turns
 # (session 20; 4 was branch reclaim-call-cost's); 6 since the storage table ends with readahead's
 # max_sectors_kb requests, a cold file's MAP_POPULATE (session 23); 7 since fio measures the flash by
-# I/O size and queue depth (the QD1 table from its queue depth 1, sizes 4 KiB-1 MiB).
-METHOD = 6
+# I/O size and queue depth (the QD1 table from its queue depth 1, sizes 4 KiB-1 MiB); 8 since
+# llama.cpp's compute is measured per weight type ([compute.TYPE], issue 45).
+METHOD = 8
 
 RECLAIM_FILE = textwrap.dedent("""
     import mmap, os, sys
@@ -695,8 +717,8 @@ def measure(progress=None, storage_dir=None, quick=False, fio=True) -> dict:
     st = storage(storage_dir, file_mb=64 if quick else 256, seconds_per_size=0.15 if quick else 0.4,
                  progress=progress, fio=fio, fio_seconds=0.1 if quick else 0.25, fio_rounds=1 if quick else 5)
     zr = zram(progress)
-    cp = compute(prompts=(16, 64) if quick else (32, 128), decode=8 if quick else 32, rounds=2 if quick else 5,
-                 progress=progress)
+    cp = compute_by_type(prompts=(16, 64) if quick else (32, 128), decode=8 if quick else 32,
+                         rounds=2 if quick else 5, progress=progress)
     rc = reclaim(storage_dir, progress)
     return {"storage": st, "zram": zr, "compute": cp, "reclaim": rc}
 
@@ -735,7 +757,10 @@ def compute_toml(cp: dict | None) -> str:
             f"# medians: decode {cp['decode_s'] * 1e3:.1f} ms, prefill {pre}.\n"
             "# t = bytes / weight_gbps + MACs / matmul_gmac_s (kmemsim.engine.time.compute.TimeModel), least squares\n"
             f"# per round, median of {cp['rounds']} rounds\n"
-            f"weight_gbps = {cp['weight_gbps']:.3f}\nmatmul_gmac_s = {cp['matmul_gmac_s']:.3f}")
+            f"weight_gbps = {cp['weight_gbps']:.3f}\nmatmul_gmac_s = {cp['matmul_gmac_s']:.3f}"
+            + "".join(f"\n\n[compute.{qt}]\n# {r['model']}: decode {r['decode_s'] * 1e3:.1f} ms\n"
+                      f"weight_gbps = {r['weight_gbps']:.3f}\nmatmul_gmac_s = {r['matmul_gmac_s']:.3f}"
+                      for qt, r in cp.get("by_type", {}).items()))
 
 
 def lru_gen(root: str = "/sys/kernel/mm/lru_gen") -> tuple[str, int, str]:

@@ -11,20 +11,41 @@ machine's). The workload generator clocks its trace with it (TimeCursor); the se
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
 class TimeModel:
-    """The two rates of a device's compute, and what loading and idling cost."""
+    """The two rates of a device's compute, and what loading and idling cost. by_type: the two rates
+    for weights of a ggml type ("F16", "Q8_0", "Q4_0", ...) where they were measured apart: llama.cpp's
+    CPU kernels dequantise each type its own way (f16 rows converted, q4_0 repacked for AVX2), so one
+    pair fitted on q8_0 put f16's decode 20-30% short and repacked q4_0's 30-60% long (the grid's
+    models without pressure, docs/validation.md); a type not in it takes the pair above."""
     weight_gbps: float                       # GB/s (bytes per ns) of weights a graph node streams
     matmul_gmac_s: float                     # the matmuls' multiply-accumulates, 1e9 per second
     ns_per_load_byte: float = 0.5            # repack / read(2) copies at load
     ns_idle_between_requests: int = 0
+    by_type: dict = field(default_factory=dict)    # type -> (weight_gbps, matmul_gmac_s)
 
-    def ns(self, weight_bytes, macs):
-        """Nanoseconds of graph nodes that stream weight_bytes and do macs multiply-accumulates."""
-        return weight_bytes / self.weight_gbps + macs / self.matmul_gmac_s
+    def rates(self, qtype: str | None = None) -> tuple[float, float]:
+        return self.by_type.get(qtype, (self.weight_gbps, self.matmul_gmac_s))
+
+    def ns(self, weight_bytes, macs, qtype: str | None = None):
+        """Nanoseconds of graph nodes that stream weight_bytes and do macs multiply-accumulates, of
+        weights of type qtype (None: the device's pair)."""
+        g, m = self.rates(qtype)
+        return weight_bytes / g + macs / m
+
+    def step_ns(self, cost: dict, weight_bytes, tokens, outputs):
+        """Nanoseconds of llama_decode steps of a model whose step costs, by weight type, are `cost`
+        ({type: (weight bytes, MACs per token row, MACs per output row)}, LlamaSession.step_cost),
+        reading weight_bytes of weights (a step's share of each type as in the whole) with `tokens`
+        token rows and `outputs` output rows. Arrays broadcast."""
+        total = sum(b for b, _, _ in cost.values()) or 1
+        ns = 0.0
+        for qt, (b, m_tok, m_out) in cost.items():
+            ns = ns + self.ns(weight_bytes * (b / total), tokens * m_tok + outputs * m_out, qt)
+        return ns
 
 
 class TimeCursor:
@@ -34,5 +55,5 @@ class TimeCursor:
     def __init__(self, t, tm: TimeModel):
         self.t, self.tm = t, tm
 
-    def adv(self, nbytes, macs):
-        self.t += self.tm.ns(nbytes, macs)
+    def adv(self, nbytes, macs, qtype=None):
+        self.t += self.tm.ns(nbytes, macs, qtype)

@@ -54,6 +54,9 @@ class Device:
     # the same two as a recorded run pays them (kmemsim profile since METHOD 2: the recorder's probes
     # slow reclaim), for predicting the live runs validate records; empty: as above
     recorded: dict = field(default_factory=dict)
+    # the two compute rates of weights of one ggml type where measured apart ([compute.TYPE]:
+    # TimeModel.by_type): type -> (weight_gbps, matmul_gmac_s)
+    compute_by_type: dict = field(default_factory=dict)
     path: str = ""
     extra: dict = field(default_factory=dict)
     # the flash with reads kept in flight ([storage] max_gbps, queue_depth: flash_throughput()):
@@ -183,7 +186,8 @@ class Device:
 
     def time_model(self):
         """llama.cpp's compute time on this device."""
-        return TimeModel(weight_gbps=self.weight_gbps, matmul_gmac_s=self.matmul_gmac_s)
+        return TimeModel(weight_gbps=self.weight_gbps, matmul_gmac_s=self.matmul_gmac_s,
+                         by_type=dict(self.compute_by_type))
 
     def config_kwargs(self) -> dict:
         """The kernel settings this device implies, as kmemsim.engine.kernel.Config keyword arguments."""
@@ -206,7 +210,8 @@ class Device:
                      "zero_page_us": self.zero_page_us},
             "reclaim": {"scan_us_per_page": self.scan_us_per_page, "file_folio_us": self.file_folio_us,
                         "swap_page_us": self.swap_page_us, "recorded": self.recorded},
-            "compute": {"weight_gbps": self.weight_gbps, "matmul_gmac_s": self.matmul_gmac_s},
+            "compute": {"weight_gbps": self.weight_gbps, "matmul_gmac_s": self.matmul_gmac_s}
+                       | {k: {"weight_gbps": g, "matmul_gmac_s": m} for k, (g, m) in self.compute_by_type.items()},
             "engine": self.engine,
             "path": self.path,
         }
@@ -306,6 +311,9 @@ def parse(raw: dict, path: str = "<device>") -> Device:
                   for k in ("file_folio_us", "swap_page_us") if k in rc.get("recorded", {})},
         weight_gbps=_num(c, "weight_gbps", f"{path}: compute"),
         matmul_gmac_s=_num(c, "matmul_gmac_s", f"{path}: compute"),
+        compute_by_type={k: (_num(v, "weight_gbps", f"{path}: compute.{k}"),
+                             _num(v, "matmul_gmac_s", f"{path}: compute.{k}"))
+                         for k, v in c.items() if isinstance(v, dict)},
         path=str(path), extra={k: raw[k] for k in ("reference", "measured") if k in raw},
         max_gbps=max_gbps, queue_depth=qd, **table,
         engine={f"gpu_{k}" if k != "svm_alloc_gbps" else k: _num(raw["gpu"], k, f"{path}: gpu")

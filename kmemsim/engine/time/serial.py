@@ -159,6 +159,7 @@ def split_phases(tr: Trace) -> tuple[Trace, pd.DataFrame]:
     sess = {int(m["pid"]): m for m in tr.meta.get("llama", []) if "pid" in m}
     for k in ("macs_per_token", "macs_per_output"):
         occ[k] = [float(sess.get(int(p), {}).get(k, 0)) for p in occ["pid"]]
+    occ["step_cost"] = [sess.get(int(p), {}).get("step_cost") for p in occ["pid"]]
     occ.index.name = "phase_id"
     return out, occ
 
@@ -246,11 +247,20 @@ def kswapd_overlap(task_s, kswapd_s):
     return np.maximum(task_s, (task_s + kswapd_s) / 2)
 
 
-def compute_seconds(weight_bytes, tokens, outputs, macs_per_token, macs_per_output, device) -> np.ndarray:
-    """Compute time of llama_decode steps (tokens > 0; 0 elsewhere): the device's TimeModel."""
+def compute_seconds(weight_bytes, tokens, outputs, macs_per_token, macs_per_output, device,
+                    step_cost=None) -> np.ndarray:
+    """Compute time of llama_decode steps (tokens > 0; 0 elsewhere): the device's TimeModel, at each
+    weight type's rates where the step's session gives its costs by type (step_cost: per step, a
+    LlamaSession.step_cost or None)."""
     n = np.asarray(tokens, float)
-    macs = n * np.asarray(macs_per_token, float) + np.asarray(outputs, float) * np.asarray(macs_per_output, float)
-    ns = device.time_model().ns(np.asarray(weight_bytes, float), macs)
+    o = np.asarray(outputs, float)
+    wb = np.asarray(weight_bytes, float)
+    tm = device.time_model()
+    macs = n * np.asarray(macs_per_token, float) + o * np.asarray(macs_per_output, float)
+    ns = np.asarray(tm.ns(wb, macs), float)
+    if step_cost is not None and tm.by_type:
+        ns = np.array([tm.step_ns(c, w, k, u) if c else x
+                       for c, w, k, u, x in zip(step_cost, wb, n, o, ns)], float)
     return np.where(n > 0, ns * 1e-9, 0.0)
 
 
@@ -272,7 +282,8 @@ def phase_times(per_phase: pd.DataFrame, occ: pd.DataFrame, device, zram_algo: s
         outputs = np.where(occ["kind"].to_numpy() == "decode", out["tokens"], 0)
     out["outputs"] = np.asarray(outputs)
     out["compute_s"] = compute_seconds(out["weight_bytes"], out["tokens"], out["outputs"],
-                                       occ["macs_per_token"], occ["macs_per_output"], device)
+                                       occ["macs_per_token"], occ["macs_per_output"], device,
+                                       occ["step_cost"] if "step_cost" in occ else None)
     for k in st:
         out[k] = st[k].to_numpy()
     for k in STALL_COUNTERS + ["io_wait_ns", "pgmajfault", "pgpgin", "pswpin"]:
