@@ -26,6 +26,13 @@ class TimeModel:
     ns_per_load_byte: float = 0.5            # repack / read(2) copies at load
     ns_idle_between_requests: int = 0
     by_type: dict = field(default_factory=dict)    # type -> (weight_gbps, matmul_gmac_s)
+    # what a layer costs beside its weights' two rates: its ~20-30 graph nodes' dispatch and the
+    # barrier after each (ggml_graph_compute_thread: ggml_barrier() between nodes), and the nodes
+    # without weights (norms, RoPE, softmax, adds, the activations' conversion for the matmuls),
+    # which work on the token rows' n_embd-wide activations. Fitted by kmemsim profile over two
+    # shapes: without them, rates fitted on a wide shape put a narrow one 15-37% short.
+    ns_per_layer: float = 0.0                # per layer per llama_decode step
+    ns_per_activation: float = 0.0           # per layer, token row and embedding element
 
     def rates(self, qtype: str | None = None) -> tuple[float, float]:
         return self.by_type.get(qtype, (self.weight_gbps, self.matmul_gmac_s))
@@ -36,13 +43,18 @@ class TimeModel:
         g, m = self.rates(qtype)
         return weight_bytes / g + macs / m
 
-    def step_ns(self, cost: dict, weight_bytes, tokens, outputs):
+    def layers_ns(self, layers, rows, n_embd):
+        """Nanoseconds of the nodes without weights of `layers` layers working on `rows` token rows
+        of n_embd elements."""
+        return layers * (self.ns_per_layer + self.ns_per_activation * rows * n_embd)
+
+    def step_ns(self, cost: dict, weight_bytes, tokens, outputs, layers=0, n_embd=0):
         """Nanoseconds of llama_decode steps of a model whose step costs, by weight type, are `cost`
         ({type: (weight bytes, MACs per token row, MACs per output row)}, LlamaSession.step_cost),
         reading weight_bytes of weights (a step's share of each type as in the whole) with `tokens`
-        token rows and `outputs` output rows. Arrays broadcast."""
+        token rows and `outputs` output rows, through `layers` layers of n_embd. Arrays broadcast."""
         total = sum(b for b, _, _ in cost.values()) or 1
-        ns = 0.0
+        ns = self.layers_ns(layers, tokens, n_embd)
         for qt, (b, m_tok, m_out) in cost.items():
             ns = ns + self.ns(weight_bytes * (b / total), tokens * m_tok + outputs * m_out, qt)
         return ns
@@ -57,3 +69,7 @@ class TimeCursor:
 
     def adv(self, nbytes, macs, qtype=None):
         self.t += self.tm.ns(nbytes, macs, qtype)
+
+    def layer(self, rows, n_embd):
+        """A layer's nodes without weights (charged as it starts)."""
+        self.t += self.tm.layers_ns(1, rows, n_embd)

@@ -291,7 +291,11 @@ class LlamaSession:
         tm_ = TimeCursor(cur, self.tm)
         node_times = []                   # after each graph node this model of the graph emits
         last = f"blk.{hp['n_layer'] - 1}."
+        layer = None
         for kind, name in self.order:
+            if kind != "kv" and name.startswith("blk.") and not name.startswith(layer or "-"):
+                layer = name[:name.index(".", 4) + 1]
+                tm_.layer(n_tok, hp["n_embd"])
             out_only = output_rows_only(kind, name, last)
             if n_out == 0 and out_only:
                 # no outputs in this ubatch: the last layer's FFN and the output head work on 0 rows,
@@ -482,7 +486,8 @@ class LlamaSession:
                 "prefill_tokens": self.prefill_tokens, "decode_tokens": self.decode_tokens,
                 "requests": self.n_requests,
                 "macs_per_token": self.step_macs[0], "macs_per_output": self.step_macs[1],
-                "step_cost": self.step_cost,
+                "step_cost": self.step_cost, "n_layer": int(self.hp["n_layer"]),
+                "n_embd": int(self.hp["n_embd"]),
                 "engine": "llama-cpp-python 0.3.36 (llama.cpp 0c1e57098bba43ac29e6e3b677cdceebdd22334f)"}
 
 
