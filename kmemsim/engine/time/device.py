@@ -283,7 +283,7 @@ def _throughput_table(st: dict, io_kb, path) -> dict:
 
 
 def parse(raw: dict, path: str = "<device>") -> Device:
-    known = {"name", "description", "source", "memory", "kernel", "storage", "zram", "reclaim", "compute",
+    known = {"name", "description", "source", "memory", "kernel", "storage", "zram", "reclaim", "faults", "compute",
              "gpu", "codecs", "reference", "measured"}
     for k in raw:
         if k not in known:
