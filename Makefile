@@ -71,19 +71,28 @@ bench-record: setup
 bench-record-pressure: setup
 	$(PY) -m kmemsim.bench.record --pressure 40 --rounds 3
 
-## validate-grid: docs/validation.md's grid: three synthetic models x five limits, REPEAT live runs each,
-## into GRID/out/ (summary.md over all; root, 20-25 minutes on this project's 2-CPU machines)
+## validate-grid: docs/validation.md's grid: six synthetic model shapes (f16, q8_0, q4_0; few wide layers
+## and many narrow ones; 16k-151k vocabularies; one MoE) x GRID_LIMITS, REPEAT live runs each, into
+## GRID/out/ (summary.md and plots/times.png over all; root, about 20 minutes on this project's 2-CPU machines)
 GRID   ?= build/grid
 REPEAT ?= 3
-GRID_MODELS := $(GRID)/models/tiny-f16.gguf $(GRID)/models/llama3.2-1b-q8_0.gguf $(GRID)/models/qwen3-0.6b-q4_0.gguf
+GRID_LIMITS ?= 40%,60%,100%,150%,300%
+GRID_MODELS := $(GRID)/models/tiny-f16.gguf $(GRID)/models/llama3.2-1b-q8_0.gguf $(GRID)/models/qwen3-0.6b-q4_0.gguf \
+               $(GRID)/models/wide-f16.gguf $(GRID)/models/narrow-q8_0.gguf $(GRID)/models/moe-q4_0.gguf
 $(GRID)/models/tiny-f16.gguf: | setup
 	mkdir -p $(@D) && $(VENV)/bin/kmemsim model synth $@ --arch llama --layers 4 --dim 768 --ffn 2048 --heads 12 --kv-heads 4 --vocab 32000 --type f16
 $(GRID)/models/llama3.2-1b-q8_0.gguf: | setup
 	mkdir -p $(@D) && $(VENV)/bin/kmemsim model synth $@ --preset Llama-3.2-1B --type q8_0
 $(GRID)/models/qwen3-0.6b-q4_0.gguf: | setup
 	mkdir -p $(@D) && $(VENV)/bin/kmemsim model synth $@ --preset Qwen3-0.6B --type q4_0
+$(GRID)/models/wide-f16.gguf: | setup
+	mkdir -p $(@D) && $(VENV)/bin/kmemsim model synth $@ --arch llama --layers 2 --dim 2048 --ffn 8192 --heads 16 --kv-heads 8 --vocab 16000 --type f16
+$(GRID)/models/narrow-q8_0.gguf: | setup
+	mkdir -p $(@D) && $(VENV)/bin/kmemsim model synth $@ --arch llama --layers 24 --dim 384 --ffn 1024 --heads 6 --kv-heads 2 --vocab 50000 --type q8_0
+$(GRID)/models/moe-q4_0.gguf: | setup
+	mkdir -p $(@D) && $(VENV)/bin/kmemsim model synth $@ --arch qwen3moe --layers 8 --dim 1024 --ffn 768 --heads 16 --kv-heads 4 --head-dim 64 --experts 8 --experts-used 2 --vocab 32000 --type q4_0
 validate-grid: setup $(GRID_MODELS)
-	$(VENV)/bin/kmemsim validate $(GRID_MODELS) --prompt 64 --decode 8 --ctx 512 --repeat $(REPEAT) -o $(GRID)/out
+	$(VENV)/bin/kmemsim validate $(GRID_MODELS) --prompt 64 --decode 8 --ctx 512 --mem-limit $(GRID_LIMITS) --repeat $(REPEAT) -o $(GRID)/out
 
 ## vm: Debian's 6.1 kernel booted under qemu with this machine's root file system read-only (docs/vm.md),
 ## VM_CMD run in it as root; one line saying what is missing where it cannot start (exit 2)

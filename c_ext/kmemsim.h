@@ -25,9 +25,11 @@ struct km_config {
     int32_t nr_threads;           /* threads sharing one graph node (events at one trace time) */
     /* what the task's own work costs on the clock reads complete against (a device profile's,
      * as kmemsim.timing charges them): ns per page swapped in (decompressed; a same-filled or
-     * zeromap page: zero_ns), per page swapped out, per file folio dropped and per page scanned
-     * by the task's own reclaim */
-    int64_t swapin_ns, zero_ns, swapout_ns, file_folio_ns, scan_ns;
+     * zeromap page: zero_ns), per page swapped out, per file folio dropped and per page of it
+     * (file_page_ns: a large folio's PTEs unmapped one by one), per page scanned, and per inactive
+     * list shrunk (list_ns: shrink_inactive_list()'s isolation under the LRU lock, lru_add_drain(),
+     * the pass of the priority loop around it) by the task's own reclaim */
+    int64_t swapin_ns, zero_ns, swapout_ns, file_folio_ns, scan_ns, list_ns, file_page_ns;
     int64_t sample_ns;            /* timeline sampling interval in trace time; 0 = phases only */
     int64_t stats_flush_ns;       /* the memcg statistics reclaim reads (lruvec_page_state()) are
                                    * rstat-flushed copies, brought up to date this often on the clock

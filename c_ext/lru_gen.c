@@ -861,7 +861,7 @@ retry:;
     if (sc->who != RECLAIM_KSWAPD) {
         count(e, VM_stall_reclaim_scanned, pages);
         count(e, VM_stall_reclaim_lists, 1);
-        reclaim_time(e, pages * e->cfg.scan_ns);
+        reclaim_time(e, pages * e->cfg.scan_ns + e->cfg.list_ns);
     }
     int64_t nr_pageout = 0, nr_activate = 0;
     sc->lru_gen_keep = 1;

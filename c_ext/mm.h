@@ -181,7 +181,8 @@ struct task {
  * (file pages of pgscan_file that shrink_folio_list() put back busy: locked, i.e. under read, or
  * held by another reference), bio_reads and bio_read_ns (the read bios ended, and their time from
  * submit_bio() to the end, summed), stall_reclaim_lists (shrink_inactive_list() calls a task's own
- * reclaim made) and stall_reclaim_ns (the time that reclaim charged the task) are kmemsim's own. */
+ * reclaim made), stall_reclaim_ns (the time that reclaim charged the task) and stall_reclaim_file_pages (the
+ * pages of stall_reclaim_file_folios) are kmemsim's own. */
 #define KM_COUNTERS(X) \
     X(pgfault) X(pgmajfault) X(pgpgin) X(pgpgout) X(pswpin) X(pswpout) X(swpin_zero) X(swpout_zero) \
     X(pgactivate) X(pgdeactivate) X(pgrefill) X(pgrotated) \
@@ -197,7 +198,7 @@ struct task {
     X(stall_read_ios) X(stall_read_pages) X(stall_swapin_pages) X(stall_reclaim_scanned) \
     X(stall_reclaim_swapout) X(stall_reclaim_file_folios) X(io_waits) X(io_wait_ns) \
     X(kv_swapout_pages) X(kv_swapin_pages) X(file_scan_busy) X(bio_reads) X(bio_read_ns) \
-    X(stall_reclaim_lists) X(stall_reclaim_ns)
+    X(stall_reclaim_lists) X(stall_reclaim_ns) X(stall_reclaim_file_pages)
 
 #define KM_GAUGES(X) \
     X(nr_free_pages) X(nr_inactive_anon) X(nr_active_anon) X(nr_inactive_file) X(nr_active_file) \

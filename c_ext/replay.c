@@ -29,7 +29,8 @@ static const char *config_error(const struct km_config *c)
     if (c->exec_folio_order < -1 || c->exec_folio_order > PMD_ORDER) return "exec_folio_order outside -1..9";
     if (c->io_latency_ns < 0 || c->io_ns_per_page < 0) return "negative storage time";
     if (c->nr_threads < 0 || c->nr_threads > 64) return "nr_threads outside 1..64";
-    if (c->swapin_ns < 0 || c->zero_ns < 0 || c->swapout_ns < 0 || c->file_folio_ns < 0 || c->scan_ns < 0)
+    if (c->swapin_ns < 0 || c->zero_ns < 0 || c->swapout_ns < 0 || c->file_folio_ns < 0 || c->scan_ns < 0
+        || c->list_ns < 0 || c->file_page_ns < 0)
         return "negative task time";
     if (c->sample_ns < 0 || c->stats_flush_ns < 0 || c->stats_flush_phase_ns < 0) return "negative period";
     if (!memchr(c->policy, 0, sizeof c->policy)) return "policy name not terminated";

@@ -193,10 +193,12 @@ int folio_evict(struct km_emu *e, folio_id id)
         o->shadow[f->index] = shadow;
         o->nr_resident--;
     } else {
+        int64_t pages = folio_nr_pages(f);
         filemap_remove_folio(e, id, shadow);
         if (e->in_sync_reclaim) {                        /* the reclaimer's own time */
             count(e, VM_stall_reclaim_file_folios, 1);
-            reclaim_time(e, e->cfg.file_folio_ns);
+            count(e, VM_stall_reclaim_file_pages, pages);
+            reclaim_time(e, e->cfg.file_folio_ns + pages * e->cfg.file_page_ns);
         }
     }
     folio_free(e, id);
@@ -313,7 +315,7 @@ static int64_t shrink_inactive_list(struct km_emu *e, int64_t nr_to_scan, struct
     if (sc->who != RECLAIM_KSWAPD) {
         count(e, VM_stall_reclaim_scanned, nr_scanned);
         count(e, VM_stall_reclaim_lists, 1);
-        reclaim_time(e, nr_scanned * e->cfg.scan_ns);
+        reclaim_time(e, nr_scanned * e->cfg.scan_ns + e->cfg.list_ns);
     }
     count(e, file ? VM_pgscan_file : VM_pgscan_anon, nr_scanned);
     sc->nr_scanned += nr_scanned;

@@ -972,3 +972,23 @@ def test_reclaim_goes_in_batches_and_charges_the_task_per_folio():
     assert s["pgscan_file"] <= 32 * s["stall_reclaim_lists"]
     assert s["stall_reclaim_lists"] >= s["reclaim_runs"] > 0
     assert s["stall_reclaim_ns"] == 2000 * s["stall_reclaim_file_folios"]
+
+
+def test_reclaim_charges_each_list_it_shrinks_and_each_page_of_a_large_folio():
+    # What a memcg reclaim call costs by the work it does (kmemsim profile fits it on the calls of
+    # recorded runs, issue 45): per shrink_inactive_list() call (list_us: isolation under the LRU lock,
+    # lru_add_drain(), the priority loop's pass around it), per file folio dropped (file_folio_us)
+    # and per page of it (file_page_us: a large folio's PTEs unmapped one by one,
+    # try_to_unmap_one()). Readahead adds large folios (page_cache_ra_order()), so the folios are
+    # fewer than their pages, and every cost lands on the task's clock.
+    tr = T(file_pages=8192)
+    m = tr.mmap(8192)
+    tr.read(m, 0, 8192)
+    kw = dict(memcg_limit=512 * 4096, read_ahead_kb=512, fault_around_bytes=65536, max_folio_order=4)
+    s = tr.run(list_us=3.0, file_folio_us=2.0, file_page_us=0.5, **kw).summary
+    assert s["stall_reclaim_file_pages"] > s["stall_reclaim_file_folios"] > 0
+    assert s["stall_reclaim_ns"] == (3000 * s["stall_reclaim_lists"] + 2000 * s["stall_reclaim_file_folios"]
+                                     + 500 * s["stall_reclaim_file_pages"])
+    # the counts do not depend on what the time costs
+    free = tr.run(**kw).summary
+    assert all(free[k] == s[k] for k in ("pgsteal_file", "stall_reclaim_lists", "stall_reclaim_file_pages"))

@@ -77,7 +77,8 @@ class Config:
     # storage time (bio.c): a read's latency and bandwidth; 0: reads complete at once. threads: how
     # many share a graph node (events at one trace time): while one waits for a read, the others go
     # on. The task's own work moves the clock reads complete against: per page swapped in (a
-    # same-filled or zeromap one: zero_page_us), swapped out, scanned, and per file folio dropped
+    # same-filled or zeromap one: zero_page_us), swapped out, scanned, per file folio dropped and per
+    # page of it, and per inactive list the task's reclaim shrinks
     # (kmemsim.engine.time.device.Device.task_costs gives them all from a profile)
     io_latency_us: float = 0.0
     io_read_gbps: float = 0.0
@@ -87,6 +88,8 @@ class Config:
     swapout_us: float = 0.0
     file_folio_us: float = 0.0
     scan_us: float = 0.0
+    list_us: float = 0.0
+    file_page_us: float = 0.0
     sample_ms: float = 10.0
     # the memcg statistics reclaim decides by are flushed this often (ms, on the clock reads complete
     # against): the kernel's own flush runs every 2,000 ms and a memory.stat reader adds its own,
@@ -137,7 +140,8 @@ class Config:
         for name, v in (("io_latency_us", self.io_latency_us), ("io_read_gbps", self.io_read_gbps),
                         ("swapin_us", self.swapin_us), ("zero_page_us", self.zero_page_us),
                         ("swapout_us", self.swapout_us), ("file_folio_us", self.file_folio_us),
-                        ("scan_us", self.scan_us), ("sample_ms", self.sample_ms),
+                        ("scan_us", self.scan_us), ("list_us", self.list_us),
+                        ("file_page_us", self.file_page_us), ("sample_ms", self.sample_ms),
                         ("stats_flush_ms", self.stats_flush_ms), ("stats_flush_phase_ms", self.stats_flush_phase_ms)):
             limits.check_float(v, name, 0, limits.MAX_PERIOD_S * 1e6)
         c = ffi.new("struct km_config *")
@@ -163,10 +167,12 @@ class Config:
         if self.io_latency_us < 0 or self.io_read_gbps < 0 or int(self.threads) < 1:
             raise InputError(f"storage time: latency {self.io_latency_us} us, {self.io_read_gbps} GB/s and "
                              f"{self.threads} threads (want >= 0, >= 0 and >= 1)")
-        costs = (self.swapin_us, self.zero_page_us, self.swapout_us, self.file_folio_us, self.scan_us)
+        costs = (self.swapin_us, self.zero_page_us, self.swapout_us, self.file_folio_us, self.scan_us,
+                 self.list_us, self.file_page_us)
         if min(costs) < 0:
             raise InputError(f"task time costs {costs} us: none may be negative")
-        c.swapin_ns, c.zero_ns, c.swapout_ns, c.file_folio_ns, c.scan_ns = (int(round(x * 1e3)) for x in costs)
+        (c.swapin_ns, c.zero_ns, c.swapout_ns, c.file_folio_ns, c.scan_ns, c.list_ns,
+         c.file_page_ns) = (int(round(x * 1e3)) for x in costs)
         c.io_latency_ns = int(round(self.io_latency_us * 1e3))
         c.io_ns_per_page = int(round(PAGE_SIZE / self.io_read_gbps)) if self.io_read_gbps else 0
         c.nr_threads = int(self.threads)

@@ -478,77 +478,161 @@ def step_cost(path: str) -> tuple[int, int, int]:
     return s.step_weight_bytes, *s.step_macs
 
 
-def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, path=None) -> dict | None:
-    """llama.cpp's speed as TimeModel's two rates, on a synthetic model (or the GGUF at path): each
-    round times, after a warm-up, a prefill of each size in `prompts` (one output row) and `decode`
-    steps (one token row, its output; their median), and fits t = W / weight_gbps + MACs /
-    matmul_gmac_s by least squares over those points (W is the same for all, so the line's slope gives
-    the MAC rate and its intercept the streaming time). The rates are the median over the rounds:
-    on a shared 2-CPU machine one round in a few is slowed (steal) and tilts its line."""
+# The weight types measured apart ([compute.TYPE], TimeModel.by_type): the three the synthetic models
+# and most GGUFs users run are made of; the first is also the device's pair ([compute] itself).
+TYPES = ("q8_0", "f16", "q4_0")
+# The shapes the per-type rates and the per-layer costs are fitted over: a 1B model's wide layers (60 M
+# MACs per token each, the matmuls outweigh the rest) and narrow ones (3 M: the nodes without weights
+# weigh), so that neither the rates nor the per-layer terms carry the other's share
+SHAPES = (("Llama-3.2-1B x4", dict(preset="Llama-3.2-1B", layers=4)),
+          ("llama 512-wide x8", dict(arch="llama", n_layer=8, n_embd=512, n_ff=1536, n_head=8, n_head_kv=4,
+                                     n_vocab=32000)))
+
+
+def step_times(path, prompts=(32, 128), decode=32, rounds=5, threads=2) -> dict | None:
+    """llama.cpp's own llama_decode on the GGUF at path, after a warm-up: per round, a prefill of
+    each size in `prompts` (one output row) from an empty cache, then `decode` single-token steps
+    (their median). Each figure is the median over the rounds: on a shared 2-CPU machine one round in a
+    few is slowed (steal). None without llama-cpp-python."""
     try:
         import llama_cpp                 # an optional dependency (make setup installs it)
     except ImportError:
         return None
+    quiet_llama(llama_cpp)
+    llama_cpp.llama_backend_init()
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), llama_cpp.llama_model_default_params())
+    if not model:
+        return None
+    n_max = max(prompts)
+    cp = llama_cpp.llama_context_default_params()
+    cp.n_ctx = n_max + decode + 16
+    cp.n_batch = cp.n_ubatch = n_max
+    cp.n_threads = cp.n_threads_batch = int(threads)
+    lctx = llama_cpp.llama_init_from_model(model, cp)
+    try:
+        vocab = llama_cpp.llama_model_get_vocab(model)
+        nv = llama_cpp.llama_vocab_n_tokens(vocab)
+        toks = [int(x) for x in np.random.default_rng(0).integers(300, nv, n_max)]
+        mem = llama_cpp.llama_get_memory(lctx)
+
+        def run(n):
+            arr = (llama_cpp.llama_token * n)(*toks[:n])
+            t0 = time.perf_counter()
+            if llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(arr, n)) != 0:
+                raise RuntimeError("llama_decode failed")
+            return time.perf_counter() - t0
+
+        run(n_max)                                           # warm-up
+        pre, dec = {n: [] for n in prompts}, []
+        for _ in range(rounds):
+            for n in prompts:
+                llama_cpp.llama_memory_clear(mem, True)
+                pre[n].append(run(n))
+            dec.append(float(np.median([run(1) for _ in range(decode)])))   # after the prefill's cells
+    except RuntimeError:
+        return None
+    finally:
+        llama_cpp.llama_free(lctx)
+        llama_cpp.llama_model_free(model)
+    return {"prefill_s": {int(n): float(np.median(v)) for n, v in pre.items()},
+            "decode_s": float(np.median(dec)), "rounds": int(rounds),
+            "llama_cpp": getattr(llama_cpp, "__version__", "?")}
+
+
+def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, path=None,
+            qtype="q8_0") -> dict | None:
+    """One model's speed as TimeModel's two rates (the GGUF at path, or a synthetic Llama-3.2-1B
+    shape of type qtype): step_times(), and t = W / weight_gbps + MACs / matmul_gmac_s fitted through
+    its points (W is the same for all, so the line's slope gives the MAC rate and its intercept the
+    streaming time)."""
     with tempfile.TemporaryDirectory(prefix="kmemsim-profile-") as d:
         if path is None:
-            # a 1B model's layers (60 M MACs per token each), so the matmuls outweigh the per-node work
-            # as in the models users run; a Qwen3-0.6B-shaped one (13 M) measured 15% fewer MAC/s
-            path = synth.write_model(os.path.join(d, "m.gguf"), "Llama-3.2-1B", "q8_0", layers=4, progress=False)
-            name = "synthetic Llama-3.2-1B shape, 4 layers, q8_0 (kmemsim.workload.synth.write_model)"
+            path = synth.write_model(os.path.join(d, "m.gguf"), "Llama-3.2-1B", qtype, layers=4, progress=False)
+            name = f"synthetic Llama-3.2-1B shape, 4 layers, {qtype} (kmemsim.workload.synth.write_model)"
         else:
             name = os.path.basename(path)
         wbytes, m_tok, m_out = step_cost(path)
-        quiet_llama(llama_cpp)
-        llama_cpp.llama_backend_init()
-        mp = llama_cpp.llama_model_default_params()
-        model = llama_cpp.llama_model_load_from_file(path.encode(), mp)
-        if not model:
-            return None
-        n_max = max(prompts)
-        cp = llama_cpp.llama_context_default_params()
-        cp.n_ctx = n_max + decode + 16
-        cp.n_batch = cp.n_ubatch = n_max
-        cp.n_threads = cp.n_threads_batch = int(threads)
-        lctx = llama_cpp.llama_init_from_model(model, cp)
-        try:
-            vocab = llama_cpp.llama_model_get_vocab(model)
-            nv = llama_cpp.llama_vocab_n_tokens(vocab)
-            toks = [int(x) for x in np.random.default_rng(0).integers(300, nv, n_max)]
-            mem = llama_cpp.llama_get_memory(lctx)
-
-            def run(n):
-                arr = (llama_cpp.llama_token * n)(*toks[:n])
-                t0 = time.perf_counter()
-                if llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(arr, n)) != 0:
-                    raise RuntimeError("llama_decode failed")
-                return time.perf_counter() - t0
-
-            run(n_max)                                           # warm-up
-            fits, pre, dec = [], {n: [] for n in prompts}, []
-            macs = np.array([m_tok + m_out] + [n * m_tok + m_out for n in prompts], float)
-            for _ in range(rounds):
-                for n in prompts:
-                    llama_cpp.llama_memory_clear(mem, True)
-                    pre[n].append(run(n))
-                dec.append(float(np.median([run(1) for _ in range(decode)])))   # after the prefill's cells
-                slope, icpt = np.polyfit(macs, [dec[-1]] + [pre[n][-1] for n in prompts], 1)
-                if slope > 0 and icpt > 0:
-                    fits.append((wbytes / icpt / 1e9, 1.0 / slope / 1e9))
-        except RuntimeError:
-            return None
-        finally:
-            llama_cpp.llama_free(lctx)
-            llama_cpp.llama_model_free(model)
-    if not fits:
+        st = step_times(path, prompts, decode, rounds, threads)
+    if st is None:
         return None
-    r = {"model": name, "weight_bytes_per_step": int(wbytes), "macs_per_token": int(m_tok),
-         "macs_per_output": int(m_out), "prefill_s": {int(n): float(np.median(v)) for n, v in pre.items()},
-         "decode_s": float(np.median(dec)), "rounds": len(fits),
-         "weight_gbps": float(np.median([f[0] for f in fits])),
-         "matmul_gmac_s": float(np.median([f[1] for f in fits])),
-         "llama_cpp": getattr(llama_cpp, "__version__", "?")}
+    macs = np.array([m_tok + m_out] + [n * m_tok + m_out for n in prompts], float)
+    slope, icpt = np.polyfit(macs, [st["decode_s"]] + [st["prefill_s"][n] for n in prompts], 1)
+    if slope <= 0 or icpt <= 0:
+        return None
+    r = dict(st, model=name, weight_bytes_per_step=int(wbytes), macs_per_token=int(m_tok),
+             macs_per_output=int(m_out), weight_gbps=float(wbytes / icpt / 1e9),
+             matmul_gmac_s=float(1.0 / slope / 1e9))
     if progress:
-        progress(f"llama.cpp: {r['matmul_gmac_s']:.1f} GMAC/s, weights streamed at {r['weight_gbps']:.1f} GB/s")
+        progress(f"llama.cpp, {qtype}: {r['matmul_gmac_s']:.1f} GMAC/s, weights streamed at {r['weight_gbps']:.1f} GB/s")
+    return r
+
+
+def _design_rows(path, st, prompts) -> tuple[list, list]:
+    """The points of one model's step_times as rows of the joint fit: per type, weight bytes and
+    MACs; then layers, and layers x token rows x n_embd; and the seconds measured."""
+    s = lw.LlamaSession(path, TraceBuilder(source="profile"), time_model=TimeModel(1.0, 1.0))
+    cost = {str(getattr(k, "name", k)).upper(): v for k, v in s.step_cost.items()}
+    L, d = s.hp["n_layer"], s.hp["n_embd"]
+    rows, secs = [], []
+    for n, t in [(1, st["decode_s"])] + [(n, st["prefill_s"][n]) for n in prompts]:
+        row = []
+        for qt in TYPES:
+            b, mt, mo = cost.get(qt.upper(), (0, 0, 0))
+            row += [b, n * mt + mo]
+        rows.append(row + [L, L * n * d])
+        secs.append(t)
+    return rows, secs
+
+
+def fit_compute(X, y) -> np.ndarray:
+    """Least squares in relative error over the points (rows of X, seconds y) of the cost per weight
+    byte and per MAC of each type, per layer and per layer x token row x embedding element, all >= 0."""
+    from scipy.optimize import least_squares
+    X, y = np.asarray(X, float), np.asarray(y, float)
+    scale = 1.0 / np.maximum(X.max(axis=0), 1.0)          # unknowns of order one
+    used = X.max(axis=0) > 0
+    sol = least_squares(lambda q: (X[:, used] @ (q * scale[used]) - y) / y, np.full(used.sum(), 0.01),
+                        bounds=(0, np.inf))
+    p = np.zeros(X.shape[1])
+    p[used] = sol.x * scale[used]
+    return p
+
+
+def compute_model(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, shapes=SHAPES,
+                  types=TYPES) -> dict | None:
+    """llama.cpp's compute on this machine as a TimeModel: step_times() of synthetic models of each
+    shape in `shapes` and each type in `types`, and one fit (fit_compute) through all their points of
+    each type's two rates and the per-layer costs shared by all (TimeModel.ns_per_layer,
+    ns_per_activation). The result's own figures are the first type's (the device's pair)."""
+    X, y, models = [], [], []
+    with tempfile.TemporaryDirectory(prefix="kmemsim-profile-") as d:
+        for label, shape in shapes:
+            for qt in types:
+                path = synth.write_model(os.path.join(d, "m.gguf"), type=qt, progress=False, **shape)
+                st = step_times(path, prompts, decode, rounds, threads)
+                if st is None:
+                    return None
+                rows, secs = _design_rows(path, st, prompts)
+                X += rows
+                y += secs
+                models.append(dict(st, model=f"{label} {qt}"))
+                if progress:
+                    progress(f"llama.cpp, {label} {qt}: decode {st['decode_s'] * 1e3:.1f} ms, prefill "
+                             + ", ".join(f"{n} tokens {v * 1e3:.1f} ms" for n, v in st["prefill_s"].items()))
+    p = fit_compute(X, y)
+    err = np.asarray(X, float) @ p / np.asarray(y) - 1
+    rate = lambda c: float(1.0 / c / 1e9) if c > 0 else 1e6      # a cost the fit put at 0: free
+    by = {qt.upper(): {"weight_gbps": rate(p[2 * i]), "matmul_gmac_s": rate(p[2 * i + 1])}
+          for i, qt in enumerate(TYPES) if qt in types}
+    first = by[types[0].upper()]
+    r = {"weight_gbps": first["weight_gbps"], "matmul_gmac_s": first["matmul_gmac_s"], "by_type": by,
+         "layer_us": float(p[-2] * 1e6), "activation_ps": float(p[-1] * 1e12), "models": models,
+         "fit_error_max": float(np.abs(err).max()), "fit_error_median": float(np.median(np.abs(err))),
+         "threads": int(threads), "llama_cpp": models[0]["llama_cpp"]}
+    if progress:
+        rates = ", ".join(f"{k} {v['matmul_gmac_s']:.0f} GMAC/s" for k, v in by.items())
+        progress(f"llama.cpp: {rates}; "
+                 f"{r['layer_us']:.1f} us a layer; fit within {r['fit_error_max']:.0%} of its {len(y)} points")
     return r
 
 
@@ -561,8 +645,11 @@ def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, pa
 # since the reclaim costs are the median of three benchmark runs and the storage sizes take turns
 # (session 20; 4 was branch reclaim-call-cost's); 6 since the storage table ends with readahead's
 # max_sectors_kb requests, a cold file's MAP_POPULATE (session 23); 7 since fio measures the flash by
-# I/O size and queue depth (the QD1 table from its queue depth 1, sizes 4 KiB-1 MiB).
-METHOD = 6
+# I/O size and queue depth (the QD1 table from its queue depth 1, sizes 4 KiB-1 MiB); 8 since
+# llama.cpp's compute is measured per weight type ([compute.TYPE]) with per-layer costs over two
+# shapes (layer_us, activation_ps), and reclaim by a cost model per list, folio, page and swapped page
+# fitted on the calls of three recorded benchmarks, llama.cpp's among them (issue 45).
+METHOD = 8
 
 RECLAIM_FILE = textwrap.dedent("""
     import mmap, os, sys
@@ -580,6 +667,69 @@ RECLAIM_ANON = textwrap.dedent("""
         for off in range(0, len(buf), len(src)):
             buf[off:off + len(src)] = src[:len(buf) - off]
 """)
+# llama.cpp itself under a limit of 40% of its model (synthetic, LLAMA_BENCH_SHAPE): a prompt and
+# decode steps that stream the weights through the cgroup. Its reclaim meets what the two above do
+# not: referenced folios of a two-thread process, large folios from readahead beside small ones
+# from thrashing reads, and it shrinks more lists per folio freed; so the fit (fit_reclaim) can tell
+# a list's cost from a folio's and a page's
+RECLAIM_LLAMA = textwrap.dedent("""
+    import sys, llama_cpp
+    llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=256, n_batch=64, n_ubatch=64, n_threads=2,
+                          n_threads_batch=2, verbose=False)
+    llm.eval([1] + [(i * 7919) % 30000 + 100 for i in range(31)])
+    for t in range(8):
+        llm.eval([500 + t])
+""")
+LLAMA_BENCH_SHAPE = dict(arch="llama", n_layer=12, n_embd=1024, n_ff=2816, n_head=8, n_head_kv=4, n_vocab=32000)
+RECLAIM_FEATURES = ("lists", "folios", "folio_pages", "anon_pages")
+
+
+def reclaim_calls(run_dir) -> pd.DataFrame:
+    """The memcg reclaim calls of a recorded run: per call its duration (ns, mm_vmscan_memcg_reclaim_
+    begin to end), the inactive lists it shrank (mm_vmscan_lru_shrink_inactive), the anonymous pages
+    those freed (their nr_reclaimed), and the file folios it dropped with their pages
+    (mm_filemap_delete_from_page_cache records of its thread inside the call)."""
+    v = pd.read_parquet(os.path.join(run_dir, "raw", "vmscan.parquet"), columns=["t", "tid", "kind", "a", "b", "flags"])
+    v = v[v["kind"].isin(["shrink_inactive", "memcg_reclaim"])]
+    f = pd.read_parquet(os.path.join(run_dir, "raw", "filemap.parquet"), columns=["t", "tid", "kind", "order"])
+    f = f[f["kind"] == "delete"]
+    out = []
+    for tid, g in v.groupby("tid"):
+        ends = g[g["kind"] == "memcg_reclaim"]
+        n = len(ends)
+        if not n:
+            continue
+        t_end = ends["t"].to_numpy(np.int64)
+        dur = ends["a"].to_numpy(np.int64)
+        ins = g[g["kind"] == "shrink_inactive"]
+        i = np.searchsorted(t_end, ins["t"].to_numpy(np.int64))         # the call each shrink ends in
+        ok = i < n
+        anon = (ins["flags"].to_numpy(np.int64) & 2) == 0              # not RECLAIM_WB_FILE
+        fd = f[f["tid"] == tid]
+        ft = fd["t"].to_numpy(np.int64)
+        j = np.searchsorted(t_end, ft)
+        inside = (j < n) & (ft >= (t_end - dur)[np.minimum(j, n - 1)])
+        pages = np.left_shift(1, fd["order"].to_numpy(np.int64))
+        out.append(pd.DataFrame({
+            "ns": dur.astype(float), "lists": np.bincount(i[ok], minlength=n).astype(float),
+            "folios": np.bincount(j[inside], minlength=n).astype(float),
+            "folio_pages": np.bincount(j[inside], weights=pages[inside], minlength=n),
+            "anon_pages": np.bincount(i[ok], weights=np.where(anon, ins["b"].to_numpy(float), 0.0)[ok], minlength=n)}))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["ns", *RECLAIM_FEATURES])
+
+
+def fit_reclaim(calls: pd.DataFrame) -> dict:
+    """What a memcg reclaim call costs by the work it does: least squares (non-negative) of the calls'
+    durations on RECLAIM_FEATURES, as us per list shrunk, per file folio dropped and per page of it,
+    per anonymous page swapped out; with the share of the calls' time the fit gives back."""
+    from scipy.optimize import nnls
+    X = calls[list(RECLAIM_FEATURES)].to_numpy(float)
+    y = calls["ns"].to_numpy(float)
+    c, _ = nnls(X / 1e3, y / 1e3)                         # ns, on numbers of order one
+    us = c / 1e3
+    return {"list_us": float(us[0]), "file_folio_us": float(us[1]), "file_page_us": float(us[2]),
+            "swap_page_us": float(us[3]), "calls": int(len(y)), "calls_s": float(y.sum() * 1e-9),
+            "explained": float((X @ c).sum() / max(y.sum(), 1.0))}
 
 
 def _memory_stall_us():
@@ -623,7 +773,7 @@ def _reclaim_run(script, args, d, limit, zram):
         raise InputError(f"kmemsim profile: the reclaim benchmark's child failed unrecorded (exit {rc}); see {quiet}")
     stall = (after - before) * 1e-6 if before is not None and after is not None else None
     return (stall, len(de), int(np.left_shift(1, de["order"].to_numpy(np.int64)).sum()), int(s["swap_out_pages"]),
-            recorded)
+            recorded, reclaim_calls(out))
 
 
 def reclaim(dir=None, progress=None, rounds=3) -> dict | None:
@@ -639,7 +789,7 @@ def reclaim(dir=None, progress=None, rounds=3) -> dict | None:
         return None
     limit = 64 << 20
     base = dir or os.environ.get("TMPDIR") or "/var/tmp"
-    runs = []
+    runs, done = [], []
     with tempfile.TemporaryDirectory(dir=base, prefix=".kmemsim-reclaim-") as d:
         path = os.path.join(d, "file")
         chunk = np.random.default_rng(2).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
@@ -654,6 +804,10 @@ def reclaim(dir=None, progress=None, rounds=3) -> dict | None:
             os.makedirs(os.path.join(d, f"a{i}"))
             anon_run = _reclaim_run(RECLAIM_ANON, [src, 3 * limit], os.path.join(d, f"a{i}"), limit, "lz4:1G")
             runs.append(_reclaim_costs(file_run, anon_run, limit))
+            done += [file_run, anon_run]
+        llama = _llama_reclaim_run(d)
+        if llama is not None:
+            done.append(llama)
     # per figure, the median over the rounds; the counts and seconds are the median round's
     med = sorted(runs, key=lambda r: r["file_folio_us"])[len(runs) // 2]
     r = dict(med, rounds=len(runs),
@@ -661,19 +815,53 @@ def reclaim(dir=None, progress=None, rounds=3) -> dict | None:
     if all("recorded" in x for x in runs):
         r["recorded"] = {k: float(np.median([x["recorded"][k] for x in runs])) for k in ("file_folio_us", "swap_page_us")}
     r["file_folio_us_rounds"] = [round(x["file_folio_us"], 2) for x in runs]
-    if progress:
+    if llama is not None:
+        r.update(_reclaim_model(done))
+    if progress and "model" in r:
+        m = r["model"]
+        progress(f"reclaim: {m['list_us']:.1f} us per list shrunk, {m['file_folio_us']:.2f} us per file folio dropped "
+                 f"+ {m['file_page_us']:.2f} per page of it, {m['swap_page_us']:.1f} us per page swapped out "
+                 f"(recorded; {m['calls']} calls of the file, anonymous and llama.cpp runs, {m['explained']:.0%} of "
+                 f"their time given back); unrecorded x {m['unrecorded_factor']:.2f}")
+    elif progress:
         progress(f"reclaim: {r['file_folio_us']:.1f} us per file folio dropped ({r['file_folios']} folios), "
                  f"{r['swap_page_us']:.1f} us per page swapped out ({r['swapped_pages']} pages, lz4); "
                  f"median of {len(runs)} runs")
     return r
 
 
+def _llama_reclaim_run(d):
+    """RECLAIM_LLAMA's run (a _reclaim_run) on a synthetic model of LLAMA_BENCH_SHAPE, in a cgroup of
+    40% of its file; None without llama-cpp-python."""
+    try:
+        import llama_cpp  # noqa: F401  (an optional dependency: make setup installs it)
+    except ImportError:
+        return None
+    path = synth.write_model(os.path.join(d, "llama.gguf"), type="q8_0", progress=False, **LLAMA_BENCH_SHAPE)
+    os.makedirs(os.path.join(d, "llama"))
+    return _reclaim_run(RECLAIM_LLAMA, [path], os.path.join(d, "llama"), int(os.path.getsize(path) * 0.4), "lz4:1G")
+
+
+def _reclaim_model(done) -> dict:
+    """The reclaim cost model from the recorded calls of all the benchmark's runs (fit_reclaim) as the
+    device's costs: "recorded", as they were; unrecorded, scaled by the runs' memory stall run again
+    unrecorded (PSI) over their recorded reclaim time, the share of it that was the recorder's own
+    probes (a page-cache delete record per folio). Without PSI both are the recorded ones."""
+    fit = fit_reclaim(pd.concat([x[5] for x in done], ignore_index=True))
+    stall = [x[0] for x in done]
+    factor = (min(1.0, sum(stall) / max(sum(x[4] for x in done), 1e-9))
+              if all(x is not None for x in stall) else 1.0)
+    keys = ("list_us", "file_folio_us", "file_page_us", "swap_page_us")
+    return {"model": dict(fit, unrecorded_factor=factor), **{k: fit[k] * factor for k in keys},
+            "recorded": {k: fit[k] for k in keys}}
+
+
 def _reclaim_costs(file_run, anon_run, limit) -> dict:
     """One round of the reclaim benchmark (two _reclaim_run results): per file folio dropped, then
     per page swapped (the rest of the anonymous run's time); unrecorded (PSI) where the machine has
     it, and as recorded."""
-    sec, folios, pages, _, sec_rec = file_run
-    sec2, folios2, _, swapped, sec2_rec = anon_run
+    sec, folios, pages, _, sec_rec, _ = file_run
+    sec2, folios2, _, swapped, sec2_rec, _ = anon_run
 
     def costs(file_s, anon_s):
         file_us = file_s * 1e6 / max(folios, 1)
@@ -691,14 +879,33 @@ def _reclaim_costs(file_run, anon_run, limit) -> dict:
 
 # ------------------------------------------------------------------------------------------------
 
+def minor_fault(pages=16384, rounds=3) -> dict:
+    """A first touch of an anonymous page (do_anonymous_page(): a folio allocated, charged, cleared
+    and mapped): `pages` pages of a fresh private mapping written one byte each, the median over
+    `rounds`."""
+    per = []
+    for _ in range(rounds):
+        m = mmap.mmap(-1, pages * PAGE_SIZE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        a = np.frombuffer(m, np.uint8)
+        t = time.perf_counter()
+        a[::PAGE_SIZE] = 1
+        per.append((time.perf_counter() - t) * 1e6 / pages)
+        del a
+        m.close()
+    return {"minor_us": float(np.median(per)), "pages": int(pages), "rounds": int(rounds)}
+
+
 def measure(progress=None, storage_dir=None, quick=False, fio=True) -> dict:
     st = storage(storage_dir, file_mb=64 if quick else 256, seconds_per_size=0.15 if quick else 0.4,
                  progress=progress, fio=fio, fio_seconds=0.1 if quick else 0.25, fio_rounds=1 if quick else 5)
     zr = zram(progress)
-    cp = compute(prompts=(16, 64) if quick else (32, 128), decode=8 if quick else 32, rounds=2 if quick else 5,
-                 progress=progress)
+    cp = compute_model(prompts=(16, 64) if quick else (32, 128), decode=8 if quick else 32,
+                       rounds=2 if quick else 5, progress=progress)
     rc = reclaim(storage_dir, progress)
-    return {"storage": st, "zram": zr, "compute": cp, "reclaim": rc}
+    mf = minor_fault()
+    if progress:
+        progress(f"faults: {mf['minor_us']:.2f} us per first touch of an anonymous page")
+    return {"storage": st, "zram": zr, "compute": cp, "reclaim": rc, "faults": mf}
 
 
 def _mem_total():
@@ -725,17 +932,41 @@ def _read_ahead_kb(d):
 
 
 def compute_toml(cp: dict | None) -> str:
-    """The [compute] section's body for a compute() result."""
+    """The [compute] section's body for a compute_model() result (or compute()'s, one model's pair)."""
     if not cp:
         return "# llama-cpp-python missing: [estimate] placeholders\nweight_gbps = 10.0\nmatmul_gmac_s = 50.0"
-    pre = ", ".join(f"{n} tokens {v * 1e3:.1f} ms" for n, v in cp["prefill_s"].items())
-    return (f"# measured: {cp['model']}, llama-cpp-python {cp['llama_cpp']}, 2 threads: a step streams "
-            f"{cp['weight_bytes_per_step'] / 2**20:.1f} MiB\n# of weights, {cp['macs_per_token'] / 1e6:.1f} M "
-            f"MACs per token row and {cp['macs_per_output'] / 1e6:.1f} M more per output row;\n"
-            f"# medians: decode {cp['decode_s'] * 1e3:.1f} ms, prefill {pre}.\n"
-            "# t = bytes / weight_gbps + MACs / matmul_gmac_s (kmemsim.engine.time.compute.TimeModel), least squares\n"
-            f"# per round, median of {cp['rounds']} rounds\n"
-            f"weight_gbps = {cp['weight_gbps']:.3f}\nmatmul_gmac_s = {cp['matmul_gmac_s']:.3f}")
+    if "by_type" not in cp:
+        pre = ", ".join(f"{n} tokens {v * 1e3:.1f} ms" for n, v in cp["prefill_s"].items())
+        return (f"# measured: {cp['model']}, llama-cpp-python {cp['llama_cpp']}, 2 threads: decode "
+                f"{cp['decode_s'] * 1e3:.1f} ms, prefill {pre} (medians of {cp['rounds']} rounds)\n"
+                f"weight_gbps = {cp['weight_gbps']:.3f}\nmatmul_gmac_s = {cp['matmul_gmac_s']:.3f}")
+    lines = [f"# measured with llama-cpp-python {cp['llama_cpp']}, {cp['threads']} threads, on synthetic models "
+             "(kmemsim.workload.synth), medians of rounds:"]
+    for m in cp["models"]:
+        pre = ", ".join(f"{n} tokens {v * 1e3:.1f} ms" for n, v in m["prefill_s"].items())
+        lines.append(f"#   {m['model']}: decode {m['decode_s'] * 1e3:.1f} ms, prefill {pre}")
+    lines += ["# a step = per type, bytes / weight_gbps + MACs / matmul_gmac_s, + per layer layer_us + token",
+              "# rows x n_embd x activation_ps (kmemsim.engine.time.compute.TimeModel), one least-squares fit",
+              f"# in relative error over all the points: median |error| {cp['fit_error_median']:.1%}, "
+              f"largest {cp['fit_error_max']:.1%}",
+              f"weight_gbps = {cp['weight_gbps']:.3f}", f"matmul_gmac_s = {cp['matmul_gmac_s']:.3f}",
+              f"layer_us = {cp['layer_us']:.3f}", f"activation_ps = {cp['activation_ps']:.1f}"]
+    for qt, r in cp["by_type"].items():
+        lines += ["", f"[compute.{qt}]", f"weight_gbps = {r['weight_gbps']:.3f}",
+                  f"matmul_gmac_s = {r['matmul_gmac_s']:.3f}"]
+    return "\n".join(lines)
+
+
+def _reclaim_model_toml(rc) -> str:
+    m = rc["model"]
+    return (f"# the cost model: {m['calls']} memcg reclaim calls of those runs and of llama.cpp under a limit "
+            f"(a synthetic\n# {LLAMA_BENCH_SHAPE['n_layer']}-layer, {LLAMA_BENCH_SHAPE['n_embd']}-wide q8_0 model "
+            "at 40% of its file), each call's duration against its shrink_inactive\n# lists, file folios and their "
+            "pages, and pages swapped (non-negative least squares; "
+            f"{m['explained']:.0%} of their {m['calls_s']:.2f} s\n# given back), then x {m['unrecorded_factor']:.2f} "
+            "for the recorder's probes (the runs' memory stall again unrecorded, PSI)\n"
+            f"list_us = {rc['list_us']:.3f}\nfile_folio_us = {rc['file_folio_us']:.3f}\n"
+            f"file_page_us = {rc['file_page_us']:.3f}\nswap_page_us = {rc['swap_page_us']:.3f}\n")
 
 
 def lru_gen(root: str = "/sys/kernel/mm/lru_gen") -> tuple[str, int, str]:
@@ -801,8 +1032,7 @@ def to_toml(m: dict) -> str:
                if rc.get("time") == "psi" else "mm_vmscan_memcg_reclaim_begin/end, recorded")
         rec = rc.get("recorded")
         rec_txt = ("\n# as a run under kmemsim's recorder pays them (validate predicts its recorded runs with these)\n"
-                   f"recorded = {{ file_folio_us = {rec['file_folio_us']:.2f}, swap_page_us = {rec['swap_page_us']:.2f} }}"
-                   if rec else "")
+                   "recorded = { " + ", ".join(f"{k} = {v:.3f}" for k, v in rec.items()) + " }" if rec else "")
         rounds = (f"# each cost the median of {rc['rounds']} runs (per file folio: "
                   f"{', '.join(f'{x:.2f}' for x in rc['file_folio_us_rounds'])} us); the median run:\n"
                   if rc.get("rounds", 1) > 1 else "")
@@ -810,10 +1040,14 @@ def to_toml(m: dict) -> str:
                   f"cgroup: {rc['file_s']:.2f} s for {rc['file_folios']} file folios ({rc.get('file_pages', 0)} pages) dropped\n"
                   f"# (a mapped file scanned, no swap), {rc['anon_s']:.2f} s for {rc['swapped_pages']} pages "
                   f"swapped out (anonymous, lz4 zram)\n# ({how})\n"
-                  f"file_folio_us = {rc['file_folio_us']:.2f}\nswap_page_us = {rc['swap_page_us']:.2f}\n"
-                  "scan_us_per_page = 0.0             # in the two above" + rec_txt)
+                  + (_reclaim_model_toml(rc) if "model" in rc else
+                     f"file_folio_us = {rc['file_folio_us']:.2f}\nswap_page_us = {rc['swap_page_us']:.2f}\n")
+                  + "scan_us_per_page = 0.0             # in the costs above" + rec_txt)
     else:
         rc_txt = "scan_us_per_page = 0.15           # [estimate] not measured (kmemsim profile as root measures it)"
+    mf = m.get("faults")
+    faults_txt = ("\n[faults]\n# measured: the first touch of an anonymous page (do_anonymous_page()), "
+                  f"{mf['pages']} pages, median of {mf['rounds']}\nminor_us = {mf['minor_us']:.3f}\n" if mf else "")
     exec_order = release_config(platform.release(), platform.machine())["exec_folio_order"]
     lru, min_ttl, lru_seen = lru_gen()
     lru_txt = f'lru = "{lru}"                  # {lru_seen}' + (f"\nmin_ttl_ms = {min_ttl}" if lru == "mglru" and min_ttl else "")
@@ -857,7 +1091,7 @@ zero_page_us = 0.5                # [estimate] fault + clear of a same-filled pa
 
 [reclaim]
 {rc_txt}
-
+{faults_txt}
 [compute]
 {comp_txt}
 """

@@ -100,6 +100,7 @@ GROUPS = {
         ("stall_reclaim_scanned", "pages", "pages its own reclaim scanned"),
         ("stall_reclaim_swapout", "pages", "pages its own reclaim swapped out"),
         ("stall_reclaim_file_folios", "folios", "file folios its own reclaim freed"),
+        ("stall_reclaim_file_pages", "pages", "pages of those folios"),
         ("stall_reclaim_lists", "calls", "shrink_inactive_list calls of its own reclaim"),
         ("stall_reclaim_ns", "ns", "time its own reclaim took"),
         ("io_waits", "waits", "waits for I/O in flight"),

@@ -481,3 +481,35 @@ def winner_map(df, x, y, value, facet, title="", xlabel="", ylabel="", note=None
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return _png(fig)
+
+
+def times_scatter(df: pd.DataFrame) -> dict:
+    """kmemsim validate's TTFT and TPOT: predicted against live (the median run), one point per model
+    and limit, on log axes with the 1:1 line and the +-10% and +-15% bands; {format: bytes} (_save).
+    df: validation.csv's rows (metric, predicted, measured, model, limit)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    models = sorted(df["model"].unique())
+    for a, (metric, name) in zip(axes, (("ttft_s", "TTFT"), ("tpot_s", "TPOT"))):
+        d = df[(df["metric"] == metric) & (df["measured"] > 0) & (df["predicted"] > 0)]
+        for i, m in enumerate(models):
+            g = d[d["model"] == m]
+            a.scatter(g["measured"], g["predicted"], s=28, color=PALETTE[i % len(PALETTE)],
+                      label=str(m).removesuffix(".gguf"))
+        if len(d):
+            lo, hi = min(d["measured"].min(), d["predicted"].min()) / 1.5, max(d["measured"].max(), d["predicted"].max()) * 1.5
+            x = np.array([lo, hi])
+            a.plot(x, x, "k-", lw=0.8)
+            for b, alpha in ((0.15, 0.10), (0.10, 0.18)):
+                a.fill_between(x, x * (1 - b), x * (1 + b), color="k", alpha=alpha, lw=0)
+            within = lambda b: int(((d["predicted"] / d["measured"] - 1).abs() <= b).sum())
+            a.set_title(f"{name}: {within(0.10)} / {within(0.15)} of {len(d)} within 10% / 15%")
+            a.set_xlim(lo, hi)
+            a.set_ylim(lo, hi)
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.set_xlabel(f"live {name} (s, median run)")
+        a.set_ylabel(f"predicted {name} (s)")
+        a.grid(True, which="both", alpha=0.3)
+    axes[1].legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return _save(fig)

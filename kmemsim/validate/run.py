@@ -165,6 +165,20 @@ def write_summary(out, df: pd.DataFrame):
           + "Each model's full table, its unrecorded twins and its per-phase tables are in its own "
           "validation.md.\n")
     atomic_write(os.path.join(out, "summary.md"), lambda tmp: open(tmp, "w").write(md))
+    times_plot(out, df)
+
+
+def times_plot(out, df):
+    """DIR/plots/times.{png,svg,pdf}: predicted against live TTFT and TPOT (report.plots.times_scatter)."""
+    try:
+        figs = plotmod.times_scatter(df)
+    except Exception as e:            # noqa: BLE001 - plots are a convenience; the table is the result
+        with open(os.path.join(out, "plots-error.txt"), "w") as f:
+            f.write(f"{type(e).__name__}: {e}\n")
+        return
+    os.makedirs(os.path.join(out, "plots"), exist_ok=True)
+    for fmt, data in figs.items():
+        atomic_write(os.path.join(out, "plots", f"times.{fmt}"), data)
 
 
 def write_outputs(df, out, runs, model):
@@ -173,6 +187,7 @@ def write_outputs(df, out, runs, model):
     atomic_write(os.path.join(out, "validation-phases.csv"), lambda tmp: ph.to_csv(tmp, index=False))
     md = score_markdown(df) + markdown(df) + TIMES_NOTE + markdown_unrecorded(df) + phases.markdown(ph)
     atomic_write(os.path.join(out, "validation.md"), lambda tmp: open(tmp, "w").write(md))
+    times_plot(out, df)
     try:
         plots(out, runs, model)
     except Exception as e:            # noqa: BLE001 - plots are a convenience; the table is the result

@@ -51,9 +51,27 @@ class Device:
     # compress speed alone)
     file_folio_us: float = 0.0
     swap_page_us: float | None = None
+    # and what it pays beside: per page of a file folio it drops (a large folio's PTEs unmapped and
+    # its page-cache slots cleared one by one), and per inactive list it shrinks
+    # (shrink_inactive_list(): isolation under the LRU lock, lru_add_drain(), the priority loop's
+    # pass), whatever that frees: a call that meets referenced folios shrinks more lists per folio
+    file_page_us: float = 0.0
+    list_us: float = 0.0
+    # a minor fault the task takes ([faults] minor_us): a first touch of an anonymous page
+    # (do_anonymous_page(): a folio allocated, charged, cleared and mapped; llama.cpp's compute buffer
+    # and KV cache at their first ubatch), measured by kmemsim profile; 0 in the published profiles
+    minor_fault_us: float = 0.0
+
     # the same two as a recorded run pays them (kmemsim profile since METHOD 2: the recorder's probes
     # slow reclaim), for predicting the live runs validate records; empty: as above
     recorded: dict = field(default_factory=dict)
+    # the two compute rates of weights of one ggml type where measured apart ([compute.TYPE]:
+    # TimeModel.by_type): type -> (weight_gbps, matmul_gmac_s)
+    compute_by_type: dict = field(default_factory=dict)
+    # a layer's nodes without weights ([compute] layer_us, activation_ps: TimeModel.ns_per_layer,
+    # ns_per_activation); 0 in the profiles from published figures, whose rates are whole-model ones
+    layer_us: float = 0.0
+    activation_ps: float = 0.0
     path: str = ""
     extra: dict = field(default_factory=dict)
     # the flash with reads kept in flight ([storage] max_gbps, queue_depth: flash_throughput()):
@@ -179,11 +197,15 @@ class Device:
                 "swapout_us": (float(swap_us) if swap_us is not None
                                else PAGE_SIZE / (self.compress_gbps[algo] * 1e3)),
                 "file_folio_us": float(rc.get("file_folio_us", self.file_folio_us)),
+                "file_page_us": float(rc.get("file_page_us", self.file_page_us)),
+                "list_us": float(rc.get("list_us", self.list_us)),
                 "scan_us": float(self.scan_us_per_page)}
 
     def time_model(self):
         """llama.cpp's compute time on this device."""
-        return TimeModel(weight_gbps=self.weight_gbps, matmul_gmac_s=self.matmul_gmac_s)
+        return TimeModel(weight_gbps=self.weight_gbps, matmul_gmac_s=self.matmul_gmac_s,
+                         by_type=dict(self.compute_by_type), ns_per_layer=self.layer_us * 1e3,
+                         ns_per_activation=self.activation_ps * 1e-3)
 
     def config_kwargs(self) -> dict:
         """The kernel settings this device implies, as kmemsim.engine.kernel.Config keyword arguments."""
@@ -205,8 +227,12 @@ class Device:
             "zram": {"compress_gbps": self.compress_gbps, "decompress_gbps": self.decompress_gbps,
                      "zero_page_us": self.zero_page_us},
             "reclaim": {"scan_us_per_page": self.scan_us_per_page, "file_folio_us": self.file_folio_us,
+                        "file_page_us": self.file_page_us, "list_us": self.list_us,
                         "swap_page_us": self.swap_page_us, "recorded": self.recorded},
-            "compute": {"weight_gbps": self.weight_gbps, "matmul_gmac_s": self.matmul_gmac_s},
+            "compute": {"weight_gbps": self.weight_gbps, "matmul_gmac_s": self.matmul_gmac_s,
+                        "layer_us": self.layer_us, "activation_ps": self.activation_ps}
+                       | {k: {"weight_gbps": g, "matmul_gmac_s": m} for k, (g, m) in self.compute_by_type.items()},
+            "faults": {"minor_us": self.minor_fault_us},
             "engine": self.engine,
             "path": self.path,
         }
@@ -214,6 +240,10 @@ class Device:
 
 def names() -> list[str]:
     return sorted(p.stem for p in DEVICES_DIR.glob("*.toml"))
+
+
+# the reclaim costs a profile gives as a run under kmemsim's recorder pays them ([reclaim] recorded)
+RECLAIM_COSTS = ("file_folio_us", "file_page_us", "list_us", "swap_page_us")
 
 
 def _num(d, key, where, lo=0.0, strict=True):
@@ -253,7 +283,7 @@ def _throughput_table(st: dict, io_kb, path) -> dict:
 
 
 def parse(raw: dict, path: str = "<device>") -> Device:
-    known = {"name", "description", "source", "memory", "kernel", "storage", "zram", "reclaim", "compute",
+    known = {"name", "description", "source", "memory", "kernel", "storage", "zram", "reclaim", "faults", "compute",
              "gpu", "codecs", "reference", "measured"}
     for k in raw:
         if k not in known:
@@ -302,10 +332,19 @@ def parse(raw: dict, path: str = "<device>") -> Device:
         scan_us_per_page=_num(rc, "scan_us_per_page", f"{path}: reclaim", strict=False),
         file_folio_us=_num(rc, "file_folio_us", f"{path}: reclaim", strict=False) if "file_folio_us" in rc else 0.0,
         swap_page_us=_num(rc, "swap_page_us", f"{path}: reclaim", strict=False) if "swap_page_us" in rc else None,
+        file_page_us=_num(rc, "file_page_us", f"{path}: reclaim", strict=False) if "file_page_us" in rc else 0.0,
+        list_us=_num(rc, "list_us", f"{path}: reclaim", strict=False) if "list_us" in rc else 0.0,
+        minor_fault_us=_num(raw.get("faults", {}), "minor_us", f"{path}: faults", strict=False)
+        if "minor_us" in raw.get("faults", {}) else 0.0,
         recorded={k: _num(rc["recorded"], k, f"{path}: reclaim.recorded", strict=False)
-                  for k in ("file_folio_us", "swap_page_us") if k in rc.get("recorded", {})},
+                  for k in RECLAIM_COSTS if k in rc.get("recorded", {})},
         weight_gbps=_num(c, "weight_gbps", f"{path}: compute"),
         matmul_gmac_s=_num(c, "matmul_gmac_s", f"{path}: compute"),
+        compute_by_type={k: (_num(v, "weight_gbps", f"{path}: compute.{k}"),
+                             _num(v, "matmul_gmac_s", f"{path}: compute.{k}"))
+                         for k, v in c.items() if isinstance(v, dict)},
+        layer_us=_num(c, "layer_us", f"{path}: compute", strict=False) if "layer_us" in c else 0.0,
+        activation_ps=_num(c, "activation_ps", f"{path}: compute", strict=False) if "activation_ps" in c else 0.0,
         path=str(path), extra={k: raw[k] for k in ("reference", "measured") if k in raw},
         max_gbps=max_gbps, queue_depth=qd, **table,
         engine={f"gpu_{k}" if k != "svm_alloc_gbps" else k: _num(raw["gpu"], k, f"{path}: gpu")

@@ -13,8 +13,11 @@ Stall time of a phase (what the waiting task pays; kswapd's work is not charged 
   + (zram_same_reads + swpin_zero) x zero_page_us    (a zero page from zram or the swap zeromap:
                                                       a fault and a clear)
   + stall_reclaim_swapout x swap_page_us (measured; else 4096 / zram compress speed)
-  + stall_reclaim_file_folios x file_folio_us
+  + stall_reclaim_file_folios x file_folio_us + stall_reclaim_file_pages x file_page_us
+  + stall_reclaim_lists x list_us             (shrink_inactive_list() calls of the task's reclaim)
   + stall_reclaim_scanned x scan_us_per_page
+  + (pgfault - pgmajfault) x minor_fault_us   (the task's minor faults: first touches of anonymous
+                                               pages, mappings of cached file pages)
 
 Compute time of a llama_decode step (a prefill ubatch of n tokens, or a decode step of n = paths
 tokens) that reads W weight bytes: the device's kmemsim.engine.time.compute.TimeModel, as the trace's own
@@ -44,7 +47,8 @@ from ...core.units import PAGE_SIZE
 from ...core.trace import CLASS_SHIFT, MapFlag, Op, PageClass, Trace
 
 STALL_COUNTERS = ["stall_read_ios", "stall_read_pages", "stall_swapin_pages", "zram_same_reads", "swpin_zero",
-                  "stall_reclaim_swapout", "stall_reclaim_scanned", "stall_reclaim_file_folios"]
+                  "stall_reclaim_swapout", "stall_reclaim_scanned", "stall_reclaim_file_folios", "stall_reclaim_file_pages",
+                  "stall_reclaim_lists"]
 _REQ = re.compile(r"^(request \d+)( session .*)?$")
 
 
@@ -159,6 +163,9 @@ def split_phases(tr: Trace) -> tuple[Trace, pd.DataFrame]:
     sess = {int(m["pid"]): m for m in tr.meta.get("llama", []) if "pid" in m}
     for k in ("macs_per_token", "macs_per_output"):
         occ[k] = [float(sess.get(int(p), {}).get(k, 0)) for p in occ["pid"]]
+    occ["step_cost"] = [sess.get(int(p), {}).get("step_cost") for p in occ["pid"]]
+    for k in ("n_layer", "n_embd"):
+        occ[k] = [int(sess.get(int(p), {}).get(k, 0)) for p in occ["pid"]]
     occ.index.name = "phase_id"
     return out, occ
 
@@ -218,9 +225,12 @@ def stall_seconds(counts: pd.DataFrame, device, zram_algo: str, read_waits: bool
     same = np.minimum(g("zram_same_reads"), g("stall_swapin_pages"))
     swapin = ((g("stall_swapin_pages") - same) * us["swapin_us"] + (same + g("swpin_zero")) * us["zero_page_us"]) * 1e-6
     reclaim = (g("stall_reclaim_swapout") * us["swapout_us"] + g("stall_reclaim_file_folios") * us["file_folio_us"]
+               + g("stall_reclaim_file_pages") * us["file_page_us"] + g("stall_reclaim_lists") * us["list_us"]
                + g("stall_reclaim_scanned") * us["scan_us"]) * 1e-6
-    out = pd.DataFrame({"read_s": read, "swapin_s": swapin, "reclaim_s": reclaim}, index=counts.index)
-    out["stall_s"] = out["read_s"] + out["swapin_s"] + out["reclaim_s"]
+    fault = np.maximum(g("pgfault") - g("pgmajfault"), 0) * device.minor_fault_us * 1e-6
+    out = pd.DataFrame({"read_s": read, "swapin_s": swapin, "reclaim_s": reclaim, "fault_s": fault},
+                       index=counts.index)
+    out["stall_s"] = out["read_s"] + out["swapin_s"] + out["reclaim_s"] + out["fault_s"]
     return out
 
 
@@ -246,11 +256,22 @@ def kswapd_overlap(task_s, kswapd_s):
     return np.maximum(task_s, (task_s + kswapd_s) / 2)
 
 
-def compute_seconds(weight_bytes, tokens, outputs, macs_per_token, macs_per_output, device) -> np.ndarray:
-    """Compute time of llama_decode steps (tokens > 0; 0 elsewhere): the device's TimeModel."""
+def compute_seconds(weight_bytes, tokens, outputs, macs_per_token, macs_per_output, device,
+                    step_cost=None, layers=0, n_embd=0) -> np.ndarray:
+    """Compute time of llama_decode steps (tokens > 0; 0 elsewhere): the device's TimeModel, at each
+    weight type's rates where the step's session gives its costs by type (step_cost: per step, a
+    LlamaSession.step_cost or None), with its layers' nodes without weights (layers, n_embd: per
+    step, the session's; 0 where unknown)."""
     n = np.asarray(tokens, float)
-    macs = n * np.asarray(macs_per_token, float) + np.asarray(outputs, float) * np.asarray(macs_per_output, float)
-    ns = device.time_model().ns(np.asarray(weight_bytes, float), macs)
+    o = np.asarray(outputs, float)
+    wb = np.asarray(weight_bytes, float)
+    tm = device.time_model()
+    macs = n * np.asarray(macs_per_token, float) + o * np.asarray(macs_per_output, float)
+    ns = np.asarray(tm.ns(wb, macs), float) + tm.layers_ns(np.asarray(layers, float), n, np.asarray(n_embd, float))
+    if step_cost is not None and tm.by_type:
+        ly, em = np.broadcast_to(layers, n.shape), np.broadcast_to(n_embd, n.shape)
+        ns = np.array([tm.step_ns(c, w, k, u, l, e) if c else x
+                       for c, w, k, u, l, e, x in zip(step_cost, wb, n, o, ly, em, ns)], float)
     return np.where(n > 0, ns * 1e-9, 0.0)
 
 
@@ -272,7 +293,10 @@ def phase_times(per_phase: pd.DataFrame, occ: pd.DataFrame, device, zram_algo: s
         outputs = np.where(occ["kind"].to_numpy() == "decode", out["tokens"], 0)
     out["outputs"] = np.asarray(outputs)
     out["compute_s"] = compute_seconds(out["weight_bytes"], out["tokens"], out["outputs"],
-                                       occ["macs_per_token"], occ["macs_per_output"], device)
+                                       occ["macs_per_token"], occ["macs_per_output"], device,
+                                       occ["step_cost"] if "step_cost" in occ else None,
+                                       occ["n_layer"] if "n_layer" in occ else 0,
+                                       occ["n_embd"] if "n_embd" in occ else 0)
     for k in st:
         out[k] = st[k].to_numpy()
     for k in STALL_COUNTERS + ["io_wait_ns", "pgmajfault", "pgpgin", "pswpin"]:

@@ -291,7 +291,11 @@ class LlamaSession:
         tm_ = TimeCursor(cur, self.tm)
         node_times = []                   # after each graph node this model of the graph emits
         last = f"blk.{hp['n_layer'] - 1}."
+        layer = None
         for kind, name in self.order:
+            if kind != "kv" and name.startswith("blk.") and not name.startswith(layer or "-"):
+                layer = name[:name.index(".", 4) + 1]
+                tm_.layer(n_tok, hp["n_embd"])
             out_only = output_rows_only(kind, name, last)
             if n_out == 0 and out_only:
                 # no outputs in this ubatch: the last layer's FFN and the output head work on 0 rows,
@@ -306,7 +310,7 @@ class LlamaSession:
                 a = (base + rows * rb) // P
                 e = -(-(base + (rows + 1) * rb) // P)
                 self.events.ranges(int(tm_.t), Op.READ, self.map_of(where), a, e - a)
-                tm_.adv(len(rows) * rb, 0)
+                tm_.adv(len(rows) * rb, 0, tt.type)
             elif kind == "w":
                 tt = self.L.tensor(name)
                 if name == "token_embd.weight" or name == "output.weight":
@@ -316,12 +320,12 @@ class LlamaSession:
                 mm = where != "repack" and (is_matmul_weight(tt) or name == "token_embd.weight")
                 chunk = mul_mat_chunk_pages(tt, n_rows, self.threads) if mm else 0
                 self.events.access(int(tm_.t), Op.READ, self.map_of(where), base, tt.n_bytes, chunk)
-                tm_.adv(tt.n_bytes, n_rows * macs_per_row(kind, tt, hp))
+                tm_.adv(tt.n_bytes, n_rows * macs_per_row(kind, tt, hp), tt.type)
             elif kind == "router":
                 tt = self.L.tensor(name)
                 where, base = self.where[name]
                 self.events.access(int(tm_.t), Op.READ, self.map_of(where), base, tt.n_bytes)
-                tm_.adv(tt.n_bytes, n_rows * macs_per_row(kind, tt, hp))
+                tm_.adv(tt.n_bytes, n_rows * macs_per_row(kind, tt, hp), tt.type)
                 il = int(name.split(".")[1])
                 # the tokens routed: the last layer's FFN works on the output rows only (inp_out_ids)
                 self._experts = self.router.route(il, n_rows)
@@ -332,7 +336,7 @@ class LlamaSession:
                 ex = self._experts
                 self.moe.read(int(tm_.t), int(name.split(".")[1]), self._exps_j, tt, ex)
                 self._exps_j += 1
-                tm_.adv(len(ex) * (tt.n_bytes // self.hp["n_expert"]), n_rows * macs_per_row(kind, tt, hp))
+                tm_.adv(len(ex) * (tt.n_bytes // self.hp["n_expert"]), n_rows * macs_per_row(kind, tt, hp), tt.type)
             elif kind == "kv":
                 self.kv.update(int(tm_.t), name, pos0, len(tokens), n_kv, streams)
             node_times.append(int(tm_.t))
@@ -375,6 +379,26 @@ class LlamaSession:
                     per_tok += m
             self._macs = (per_tok, per_out)
         return self._macs
+
+    @property
+    def step_cost(self) -> dict:
+        """step_weight_bytes and step_macs by weight type: {ggml type: [bytes, MACs per token row,
+        MACs per output row]} (TimeModel.step_ns)."""
+        if not hasattr(self, "_cost"):
+            last, cost = f"blk.{self.hp['n_layer'] - 1}.", {}
+            tied = self.L.tensor("output.weight") is None
+            for t in self.L.tensors:
+                if t.name != "token_embd.weight" or tied:
+                    cost.setdefault(t.type, [0, 0, 0])[0] += t.n_bytes
+            for kind, name in self.order:
+                if kind == "kv":
+                    continue
+                t = self.L.tensor(name)
+                m = macs_per_row(kind, t, self.hp)
+                if m:
+                    cost.setdefault(t.type, [0, 0, 0])[2 if output_rows_only(kind, name, last) else 1] += m
+            self._cost = cost
+        return self._cost
 
     def request(self, prompt, decode, t0=None, tokens=None):
         """One request: the prompt in batches of n_batch split into ubatches of n_ubatch
@@ -462,6 +486,8 @@ class LlamaSession:
                 "prefill_tokens": self.prefill_tokens, "decode_tokens": self.decode_tokens,
                 "requests": self.n_requests,
                 "macs_per_token": self.step_macs[0], "macs_per_output": self.step_macs[1],
+                "step_cost": self.step_cost, "n_layer": int(self.hp["n_layer"]),
+                "n_embd": int(self.hp["n_embd"]),
                 "engine": "llama-cpp-python 0.3.36 (llama.cpp 0c1e57098bba43ac29e6e3b677cdceebdd22334f)"}
 
 
