@@ -4,7 +4,7 @@
 
 Per model: llama.cpp's own `llama_decode` (profile.step_times: a prefill of 1, 32 and 128 tokens from
 an empty cache, then decode steps after the 128; medians of the rounds, no memory pressure) beside the
-workload generator's clock for the same steps (LlamaSession._ubatch, the clock every prediction uses)
+workload generator's clock for the same steps (LlamaSession.serve, the clock every prediction uses)
 with the device's TimeModel, and the same with one pair of rates and no per-layer costs (the model
 before issue 45). Prints each point's error and, over all, the median |error| and the share within
 15% and 10%. `kmemsim profile` fits the device's model on two synthetic shapes of its own; the models
@@ -34,10 +34,10 @@ def generator_seconds(path, tm: TimeModel, prompts=PROMPTS, threads=2) -> dict:
                         ubatch=n_max, threads=threads)
     t = s.load()
     out = {}
-    for n in prompts:
-        t1 = s._ubatch(t, "prefill", list(range(300, 300 + n)), 0, [0], 1)
+    for n in prompts:                    # one ubatch each, its last row the output (serve's prompt)
+        t1 = s.serve(t, n, 0)
         out[n], t = (t1 - t) * 1e-9, t1
-    t1 = s._ubatch(t, "decode", [400], n_max, [0], 1)
+    t1 = s.serve(t, 1, 0, n_past=n_max)  # one token after the largest prompt's cells: a decode step
     out["decode"] = (t1 - t) * 1e-9
     return out
 

@@ -587,7 +587,7 @@ def _design_rows(path, st, prompts) -> tuple[list, list]:
 def fit_compute(X, y) -> np.ndarray:
     """Least squares in relative error over the points (rows of X, seconds y) of the cost per weight
     byte and per MAC of each type, per layer and per layer x token row x embedding element, all >= 0."""
-    from scipy.optimize import least_squares
+    from scipy.optimize import least_squares   # here: scipy.optimize takes 0.3 s to import, only the fit needs it
     X, y = np.asarray(X, float), np.asarray(y, float)
     scale = 1.0 / np.maximum(X.max(axis=0), 1.0)          # unknowns of order one
     used = X.max(axis=0) > 0
@@ -722,7 +722,7 @@ def fit_reclaim(calls: pd.DataFrame) -> dict:
     """What a memcg reclaim call costs by the work it does: least squares (non-negative) of the calls'
     durations on RECLAIM_FEATURES, as us per list shrunk, per file folio dropped and per page of it,
     per anonymous page swapped out; with the share of the calls' time the fit gives back."""
-    from scipy.optimize import nnls
+    from scipy.optimize import nnls            # here: as in fit_compute, only the fit needs it
     X = calls[list(RECLAIM_FEATURES)].to_numpy(float)
     y = calls["ns"].to_numpy(float)
     c, _ = nnls(X / 1e3, y / 1e3)                         # ns, on numbers of order one
