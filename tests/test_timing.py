@@ -279,6 +279,32 @@ def test_the_generators_clock_and_the_serial_model_charge_a_step_alike(tmp_path)
         t0 = t1
 
 
+def test_an_moes_experts_run_at_their_own_rate(tmp_path):
+    # ggml computes an MoE's experts (mul_mat_id) row by row per expert, without llamafile_sgemm: kmemsim
+    # profile gives them their own MAC rate (by_type["Q4_0 mul_mat_id"]); without it they take their
+    # type's pair, and a type not measured the device's
+    from kmemsim.engine.time.compute import MUL_MAT_ID, TimeModel
+    from kmemsim.workload import synth, llama as lw
+    tm = TimeModel(10.0, 100.0, by_type={"Q4_0": (40.0, 300.0), "Q4_0" + MUL_MAT_ID: (40.0, 100.0)})
+    assert tm.rates("Q4_0" + MUL_MAT_ID) == (40.0, 100.0)
+    assert TimeModel(10.0, 100.0, by_type={"Q4_0": (40.0, 300.0)}).rates("Q4_0" + MUL_MAT_ID) == (40.0, 300.0)
+    assert tm.rates("F16" + MUL_MAT_ID) == (10.0, 100.0)
+    path = synth.write_model(str(tmp_path / "moe.gguf"), type="q4_0", progress=False, arch="qwen3moe", n_layer=2,
+                             n_embd=256, n_ff=128, n_head=4, n_head_kv=2, head_dim=64, n_expert=8,
+                             n_expert_used=2, n_vocab=4000)
+
+    def prefill(by):
+        s = lw.LlamaSession(path, TraceBuilder(), time_model=TimeModel(10.0, 100.0, by_type=by), ctx=128,
+                            batch=64, ubatch=64)
+        t0 = s.load()
+        return s.serve(t0, 64, 0) - t0, s.step_cost
+    fast, cost = prefill({"Q4_0": (40.0, 300.0)})
+    slow, _ = prefill({"Q4_0": (40.0, 300.0), "Q4_0" + MUL_MAT_ID: (40.0, 100.0)})
+    # the session's step cost keeps the experts' MACs apart; 64 rows through them at a third the rate
+    m_id = cost["Q4_0" + MUL_MAT_ID][1]
+    assert m_id > 0 and slow - fast == pytest.approx(64 * m_id * (1 / 100 - 1 / 300), rel=0.02)
+
+
 def test_the_compute_fit_recovers_known_costs():
     # profile.fit_compute: least squares in relative error, costs >= 0. Points made from known costs
     # (two types, two shapes, decode and two prefills) give those costs back.

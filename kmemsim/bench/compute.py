@@ -1,12 +1,12 @@
 """The compute model against llama.cpp on models it was not fitted on (issue 45).
 
-    python -m kmemsim.bench.compute MODEL.gguf [MODEL.gguf ...] [--device PROFILE] [--rounds 5]
+    python -m kmemsim.bench.compute MODEL.gguf [MODEL.gguf ...] [--device PROFILE ...] [--rounds 5]
 
 Per model: llama.cpp's own `llama_decode` (profile.step_times: a prefill of 1, 32 and 128 tokens from
 an empty cache, then decode steps after the 128; medians of the rounds, no memory pressure) beside the
 workload generator's clock for the same steps (LlamaSession.serve, the clock every prediction uses)
-with the device's TimeModel, and the same with one pair of rates and no per-layer costs (the model
-before issue 45). Prints each point's error and, over all, the median |error| and the share within
+with each device's TimeModel (several profiles are compared on the same measurements), and with the
+first one's pair of rates and no per-layer costs (the model before issue 45). Prints each point's error and, over all, the median |error| and the share within
 15% and 10%. `kmemsim profile` fits the device's model on two synthetic shapes of its own; the models
 given here are the held-out ones.
 """
@@ -45,11 +45,12 @@ def generator_seconds(path, tm: TimeModel, prompts=PROMPTS, threads=2) -> dict:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+")
-    ap.add_argument("--device", default=None, help="device profile (default: this machine's)")
+    ap.add_argument("--device", action="append", help="device profile, repeatable (default: this machine's)")
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args(argv)
-    dev = devmod.load(a.device or "this-machine")
-    models = {"now": dev.time_model(), "one pair": TimeModel(dev.weight_gbps, dev.matmul_gmac_s)}
+    devs = [devmod.load(d) for d in (a.device or ["this-machine"])]
+    models = {(os.path.basename(d.path) if len(devs) > 1 else "now"): d.time_model() for d in devs}
+    models["one pair"] = TimeModel(devs[0].weight_gbps, devs[0].matmul_gmac_s)
     errs = {k: [] for k in models}
     for path in a.models:
         st = profile.step_times(path, prompts=PROMPTS, decode=16, rounds=a.rounds)
@@ -62,7 +63,7 @@ def main(argv=None):
             pred = generator_seconds(path, tm)
             e = [pred[k] / live[k] - 1 for k in live]
             errs[name] += e
-            line.append(f"  {name:9s} " + ", ".join(f"{x:+.0%}" for x in e))
+            line.append(f"  {name:18s} " + ", ".join(f"{x:+.0%}" for x in e))
         print("\n".join(line), flush=True)
     for name, e in errs.items():
         e = np.abs(e)

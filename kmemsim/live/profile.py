@@ -51,7 +51,7 @@ from ..core.errors import InputError
 from ..core.trace import TraceBuilder
 from ..core.units import PAGE_SIZE
 from ..engine.kernel_release import release_config
-from ..engine.time.compute import TimeModel
+from ..engine.time.compute import MUL_MAT_ID, TimeModel
 from ..workload import llama as lw, synth
 from ..workload.llama.cb_eval import quiet as quiet_llama
 from .recorder import run_command
@@ -483,10 +483,13 @@ def step_cost(path: str) -> tuple[int, int, int]:
 TYPES = ("q8_0", "f16", "q4_0")
 # The shapes the per-type rates and the per-layer costs are fitted over: a 1B model's wide layers (60 M
 # MACs per token each, the matmuls outweigh the rest) and narrow ones (3 M: the nodes without weights
-# weigh), so that neither the rates nor the per-layer terms carry the other's share
+# weigh), so that neither the rates nor the per-layer terms carry the other's share; and an MoE, whose
+# experts (mul_mat_id) get their own MAC rate
 SHAPES = (("Llama-3.2-1B x4", dict(preset="Llama-3.2-1B", layers=4)),
           ("llama 512-wide x8", dict(arch="llama", n_layer=8, n_embd=512, n_ff=1536, n_head=8, n_head_kv=4,
-                                     n_vocab=32000)))
+                                     n_vocab=32000)),
+          ("qwen3moe 8 experts x4", dict(arch="qwen3moe", n_layer=4, n_embd=1024, n_ff=768, n_head=16,
+                                         n_head_kv=4, head_dim=64, n_expert=8, n_expert_used=2, n_vocab=32000)))
 
 
 def step_times(path, prompts=(32, 128), decode=32, rounds=5, threads=2) -> dict | None:
@@ -568,17 +571,24 @@ def compute(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, pa
 
 
 def _design_rows(path, st, prompts) -> tuple[list, list]:
-    """The points of one model's step_times as rows of the joint fit: per type, weight bytes and
-    MACs; then layers, and layers x token rows x n_embd; and the seconds measured."""
+    """The points of one model's step_times as rows of the joint fit: per type, weight bytes read,
+    MACs, and MACs of experts (mul_mat_id); then layers, and layers x token rows x n_embd; and the
+    seconds measured. An MoE step reads the experts its tokens route to: of E experts, k a token, n
+    tokens touch E (1 - (1 - k/E)^n) of them under uniform routing."""
     s = lw.LlamaSession(path, TraceBuilder(source="profile"), time_model=TimeModel(1.0, 1.0))
-    cost = {str(getattr(k, "name", k)).upper(): v for k, v in s.step_cost.items()}
-    L, d = s.hp["n_layer"], s.hp["n_embd"]
+    cost = s.step_cost
+    hp = s.hp
+    L, d = hp["n_layer"], hp["n_embd"]
+    exps = sum(t.n_bytes for t in s.L.tensors if "_exps." in t.name)
     rows, secs = [], []
     for n, t in [(1, st["decode_s"])] + [(n, st["prefill_s"][n]) for n in prompts]:
         row = []
         for qt in TYPES:
             b, mt, mo = cost.get(qt.upper(), (0, 0, 0))
-            row += [b, n * mt + mo]
+            if exps and b:
+                b -= exps * (1 - hp["n_expert_used"] / hp["n_expert"]) ** n
+            _, it, io = cost.get(qt.upper() + MUL_MAT_ID, (0, 0, 0))
+            row += [b, n * mt + mo, n * it + io]
         rows.append(row + [L, L * n * d])
         secs.append(t)
     return rows, secs
@@ -586,7 +596,8 @@ def _design_rows(path, st, prompts) -> tuple[list, list]:
 
 def fit_compute(X, y) -> np.ndarray:
     """Least squares in relative error over the points (rows of X, seconds y) of the cost per weight
-    byte and per MAC of each type, per layer and per layer x token row x embedding element, all >= 0."""
+    byte, per MAC and per expert MAC of each type, per layer and per layer x token row x embedding
+    element, all >= 0."""
     from scipy.optimize import least_squares   # here: scipy.optimize takes 0.3 s to import, only the fit needs it
     X, y = np.asarray(X, float), np.asarray(y, float)
     scale = 1.0 / np.maximum(X.max(axis=0), 1.0)          # unknowns of order one
@@ -619,11 +630,23 @@ def compute_model(prompts=(32, 128), decode=32, rounds=5, progress=None, threads
                 if progress:
                     progress(f"llama.cpp, {label} {qt}: decode {st['decode_s'] * 1e3:.1f} ms, prefill "
                              + ", ".join(f"{n} tokens {v * 1e3:.1f} ms" for n, v in st["prefill_s"].items()))
-    p = fit_compute(X, y)
-    err = np.asarray(X, float) @ p / np.asarray(y) - 1
+    # the dense shapes fit every cost but the experts'; the MoE's points then give the experts' MAC
+    # rates from what the dense costs leave of their time (so an MoE cannot tilt the dense rates)
+    X, y = np.asarray(X, float), np.asarray(y, float)
+    ids = [3 * i + 2 for i in range(len(TYPES))]
+    moe = X[:, ids].sum(axis=1) > 0
+    p = fit_compute(X[~moe], y[~moe])
+    if moe.any():
+        rest = np.maximum(y[moe] - X[moe] @ p, 0.05 * y[moe])
+        p[ids] = fit_compute(X[moe][:, ids], rest)
+    err = X @ p / y - 1
     rate = lambda c: float(1.0 / c / 1e9) if c > 0 else 1e6      # a cost the fit put at 0: free
-    by = {qt.upper(): {"weight_gbps": rate(p[2 * i]), "matmul_gmac_s": rate(p[2 * i + 1])}
-          for i, qt in enumerate(TYPES) if qt in types}
+    by = {}
+    for i, qt in enumerate(TYPES):
+        if qt in types:
+            by[qt.upper()] = {"weight_gbps": rate(p[3 * i]), "matmul_gmac_s": rate(p[3 * i + 1])}
+            if X[:, 3 * i + 2].any():          # experts measured: their MACs at their own rate
+                by[qt.upper() + MUL_MAT_ID] = {"weight_gbps": rate(p[3 * i]), "matmul_gmac_s": rate(p[3 * i + 2])}
     first = by[types[0].upper()]
     r = {"weight_gbps": first["weight_gbps"], "matmul_gmac_s": first["matmul_gmac_s"], "by_type": by,
          "layer_us": float(p[-2] * 1e6), "activation_ps": float(p[-1] * 1e12), "models": models,
@@ -952,7 +975,7 @@ def compute_toml(cp: dict | None) -> str:
               f"weight_gbps = {cp['weight_gbps']:.3f}", f"matmul_gmac_s = {cp['matmul_gmac_s']:.3f}",
               f"layer_us = {cp['layer_us']:.3f}", f"activation_ps = {cp['activation_ps']:.1f}"]
     for qt, r in cp["by_type"].items():
-        lines += ["", f"[compute.{qt}]", f"weight_gbps = {r['weight_gbps']:.3f}",
+        lines += ["", f'[compute."{qt}"]' if " " in qt else f"[compute.{qt}]", f"weight_gbps = {r['weight_gbps']:.3f}",
                   f"matmul_gmac_s = {r['matmul_gmac_s']:.3f}"]
     return "\n".join(lines)
 

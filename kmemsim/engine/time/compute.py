@@ -13,6 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# An MoE's experts are mul_mat_id nodes: ggml computes them row by row per expert
+# (ggml_compute_forward_mul_mat_id(), no llamafile_sgemm), slower per MAC than the dense matmuls, so
+# their rates go under their type's name with this suffix (by_type["Q4_0 mul_mat_id"])
+MUL_MAT_ID = " mul_mat_id"
+
 
 @dataclass
 class TimeModel:
@@ -35,7 +40,12 @@ class TimeModel:
     ns_per_activation: float = 0.0           # per layer, token row and embedding element
 
     def rates(self, qtype: str | None = None) -> tuple[float, float]:
-        return self.by_type.get(qtype, (self.weight_gbps, self.matmul_gmac_s))
+        """The pair of weights of qtype; an MoE's experts (qtype + MUL_MAT_ID) fall back to their
+        type's, a type not measured to the device's pair."""
+        r = self.by_type.get(qtype)
+        if r is None and qtype and str(qtype).endswith(MUL_MAT_ID):
+            r = self.by_type.get(str(qtype)[:-len(MUL_MAT_ID)])
+        return r if r is not None else (self.weight_gbps, self.matmul_gmac_s)
 
     def ns(self, weight_bytes, macs, qtype: str | None = None):
         """Nanoseconds of graph nodes that stream weight_bytes and do macs multiply-accumulates, of

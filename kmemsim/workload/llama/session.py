@@ -23,7 +23,7 @@ from ...core.trace import Advice, MapFlag, Op, PageClass, Trace, TraceBuilder
 from ...core.units import PAGE_SIZE as P, pad, page_span, pages
 from ...engine import managers
 from ...engine.time import device
-from ...engine.time.compute import TimeCursor
+from ...engine.time.compute import MUL_MAT_ID, TimeCursor
 from ..gguf_layout import layout_of
 from . import buffers
 from .buffers import LOAD_MODES, REPACK_TYPES, host_cpu_features
@@ -336,7 +336,8 @@ class LlamaSession:
                 ex = self._experts
                 self.moe.read(int(tm_.t), int(name.split(".")[1]), self._exps_j, tt, ex)
                 self._exps_j += 1
-                tm_.adv(len(ex) * (tt.n_bytes // self.hp["n_expert"]), n_rows * macs_per_row(kind, tt, hp), tt.type)
+                tm_.adv(len(ex) * (tt.n_bytes // self.hp["n_expert"]), n_rows * macs_per_row(kind, tt, hp),
+                        f"{tt.type}{MUL_MAT_ID}")
             elif kind == "kv":
                 self.kv.update(int(tm_.t), name, pos0, len(tokens), n_kv, streams)
             node_times.append(int(tm_.t))
@@ -396,7 +397,8 @@ class LlamaSession:
                 t = self.L.tensor(name)
                 m = macs_per_row(kind, t, self.hp)
                 if m:
-                    cost.setdefault(t.type, [0, 0, 0])[2 if output_rows_only(kind, name, last) else 1] += m
+                    key = f"{t.type}{MUL_MAT_ID}" if kind == "exps" else t.type
+                    cost.setdefault(key, [0, 0, 0])[2 if output_rows_only(kind, name, last) else 1] += m
             self._cost = cost
         return self._cost
 
