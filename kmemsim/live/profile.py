@@ -483,13 +483,14 @@ def step_cost(path: str) -> tuple[int, int, int]:
 TYPES = ("q8_0", "f16", "q4_0")
 # The shapes the per-type rates and the per-layer costs are fitted over: a 1B model's wide layers (60 M
 # MACs per token each, the matmuls outweigh the rest) and narrow ones (3 M: the nodes without weights
-# weigh), so that neither the rates nor the per-layer terms carry the other's share; and an MoE, whose
-# experts (mul_mat_id) get their own MAC rate
+# weigh), so that neither the rates nor the per-layer terms carry the other's share; and an MoE whose
+# experts (mul_mat_id) do most of its MACs (wide experts, a small vocabulary), which gives them their
+# own MAC rate from what the dense costs leave of its time
 SHAPES = (("Llama-3.2-1B x4", dict(preset="Llama-3.2-1B", layers=4)),
           ("llama 512-wide x8", dict(arch="llama", n_layer=8, n_embd=512, n_ff=1536, n_head=8, n_head_kv=4,
                                      n_vocab=32000)),
-          ("qwen3moe 8 experts x4", dict(arch="qwen3moe", n_layer=4, n_embd=1024, n_ff=768, n_head=16,
-                                         n_head_kv=4, head_dim=64, n_expert=8, n_expert_used=2, n_vocab=32000)))
+          ("qwen3moe 8 experts x4", dict(arch="qwen3moe", n_layer=4, n_embd=1024, n_ff=2048, n_head=16,
+                                         n_head_kv=4, head_dim=64, n_expert=8, n_expert_used=2, n_vocab=8000)))
 
 
 def step_times(path, prompts=(32, 128), decode=32, rounds=5, threads=2) -> dict | None:
