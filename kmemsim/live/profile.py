@@ -613,26 +613,43 @@ def fit_compute(X, y) -> np.ndarray:
 def compute_model(prompts=(32, 128), decode=32, rounds=5, progress=None, threads=2, shapes=SHAPES,
                   types=TYPES) -> dict | None:
     """llama.cpp's compute on this machine as a TimeModel: step_times() of synthetic models of each
-    shape in `shapes` and each type in `types`, and one fit (fit_compute) through all their points of
-    each type's two rates and the per-layer costs shared by all (TimeModel.ns_per_layer,
-    ns_per_activation). The result's own figures are the first type's (the device's pair)."""
+    shape in `shapes` and each type in `types` (a round of each in turn, the medians over `rounds`),
+    and one fit (fit_compute) through the dense models' points of each type's two rates and the
+    per-layer costs shared by all (TimeModel.ns_per_layer, ns_per_activation), then the experts' MAC
+    rates from the MoE's. The result's own figures are the first type's (the device's pair)."""
     X, y, models = [], [], []
     with tempfile.TemporaryDirectory(prefix="kmemsim-profile-") as d:
-        for label, shape in shapes:
-            for qt in types:
-                path = synth.write_model(os.path.join(d, "m.gguf"), type=qt, progress=False, **shape)
-                st = step_times(path, prompts, decode, rounds, threads)
+        todo = [(f"{label} {qt}", shape, synth.write_model(os.path.join(d, f"{i}-{qt}.gguf"), type=qt,
+                                                           progress=False, **shape))
+                for i, (label, shape) in enumerate(shapes) for qt in types]
+        # the models in turn, a round of each at a time: the machine's speed drifts over the minute
+        # this takes, and timing each model's rounds back to back let a drift tilt one type or shape
+        # against another
+        per = {name: [] for name, _, _ in todo}
+        for _ in range(rounds):
+            for name, shape, path in todo:
+                st = step_times(path, prompts, decode, 1, threads)
                 if st is None and "n_expert" in shape:
-                    break                    # a llama.cpp without the MoE: its experts take the dense rates
+                    per.pop(name, None)      # a llama.cpp without the MoE: its experts take the dense rates
+                    continue
                 if st is None:
                     return None
-                rows, secs = _design_rows(path, st, prompts)
-                X += rows
-                y += secs
-                models.append(dict(st, model=f"{label} {qt}"))
-                if progress:
-                    progress(f"llama.cpp, {label} {qt}: decode {st['decode_s'] * 1e3:.1f} ms, prefill "
-                             + ", ".join(f"{n} tokens {v * 1e3:.1f} ms" for n, v in st["prefill_s"].items()))
+                if name in per:
+                    per[name].append(st)
+        for name, shape, path in todo:
+            if not per.get(name):
+                continue
+            rs = per[name]
+            st = {"prefill_s": {n: float(np.median([r["prefill_s"][n] for r in rs])) for n in prompts},
+                  "decode_s": float(np.median([r["decode_s"] for r in rs])), "rounds": len(rs),
+                  "llama_cpp": rs[0]["llama_cpp"]}
+            rows, secs = _design_rows(path, st, prompts)
+            X += rows
+            y += secs
+            models.append(dict(st, model=name))
+            if progress:
+                progress(f"llama.cpp, {name}: decode {st['decode_s'] * 1e3:.1f} ms, prefill "
+                         + ", ".join(f"{n} tokens {v * 1e3:.1f} ms" for n, v in st["prefill_s"].items()))
     # the dense shapes fit every cost but the experts'; the MoE's points then give the experts' MAC
     # rates from what the dense costs leave of their time (so an MoE cannot tilt the dense rates)
     X, y = np.asarray(X, float), np.asarray(y, float)
@@ -640,8 +657,11 @@ def compute_model(prompts=(32, 128), decode=32, rounds=5, progress=None, threads
     moe = X[:, ids].sum(axis=1) > 0
     p = fit_compute(X[~moe], y[~moe])
     if moe.any():
-        rest = np.maximum(y[moe] - X[moe] @ p, 0.05 * y[moe])
-        p[ids] = fit_compute(X[moe][:, ids], rest)
+        # in absolute seconds: the prefills, where the experts' MACs are most of the time, weigh most
+        from scipy.optimize import nnls   # here: as in fit_compute
+        rest = np.maximum(y[moe] - X[moe] @ p, 0.0)
+        scale = 1.0 / np.maximum(X[moe][:, ids].max(axis=0), 1.0)
+        p[ids] = nnls(X[moe][:, ids] * scale, rest)[0] * scale
     err = X @ p / y - 1
     rate = lambda c: float(1.0 / c / 1e9) if c > 0 else 1e6      # a cost the fit put at 0: free
     by = {}
