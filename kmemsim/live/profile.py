@@ -628,14 +628,15 @@ def compute_model(prompts=(32, 128), decode=32, rounds=5, progress=None, threads
         per = {name: [] for name, _, _ in todo}
         for _ in range(rounds):
             for name, shape, path in todo:
+                if name not in per:
+                    continue                 # not run in an earlier round
                 st = step_times(path, prompts, decode, 1, threads)
                 if st is None and "n_expert" in shape:
-                    per.pop(name, None)      # a llama.cpp without the MoE: its experts take the dense rates
+                    del per[name]            # a llama.cpp without the MoE: its experts take the dense rates
                     continue
                 if st is None:
                     return None
-                if name in per:
-                    per[name].append(st)
+                per[name].append(st)
         for name, shape, path in todo:
             if not per.get(name):
                 continue

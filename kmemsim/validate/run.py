@@ -165,17 +165,22 @@ def write_summary(out, df: pd.DataFrame):
           + "Each model's full table, its unrecorded twins and its per-phase tables are in its own "
           "validation.md.\n")
     atomic_write(os.path.join(out, "summary.md"), lambda tmp: open(tmp, "w").write(md))
-    times_plot(out, df)
+    _drawn(out, times_plot, out, df)
+
+
+def _drawn(out, draw, *args):
+    """draw(*args), a failure written to DIR/plots-error.txt: plots are a convenience, the tables are
+    the result."""
+    try:
+        draw(*args)
+    except Exception as e:            # noqa: BLE001 - whatever a plot raises, the tables stand
+        with open(os.path.join(out, "plots-error.txt"), "w") as f:
+            f.write(f"{type(e).__name__}: {e}\n")
 
 
 def times_plot(out, df):
     """DIR/plots/times.{png,svg,pdf}: predicted against live TTFT and TPOT (report.plots.times_scatter)."""
-    try:
-        figs = plotmod.times_scatter(df)
-    except Exception as e:            # noqa: BLE001 - plots are a convenience; the table is the result
-        with open(os.path.join(out, "plots-error.txt"), "w") as f:
-            f.write(f"{type(e).__name__}: {e}\n")
-        return
+    figs = plotmod.times_scatter(df)
     os.makedirs(os.path.join(out, "plots"), exist_ok=True)
     for fmt, data in figs.items():
         atomic_write(os.path.join(out, "plots", f"times.{fmt}"), data)
@@ -187,12 +192,8 @@ def write_outputs(df, out, runs, model):
     atomic_write(os.path.join(out, "validation-phases.csv"), lambda tmp: ph.to_csv(tmp, index=False))
     md = score_markdown(df) + markdown(df) + TIMES_NOTE + markdown_unrecorded(df) + phases.markdown(ph)
     atomic_write(os.path.join(out, "validation.md"), lambda tmp: open(tmp, "w").write(md))
-    times_plot(out, df)
-    try:
-        plots(out, runs, model)
-    except Exception as e:            # noqa: BLE001 - plots are a convenience; the table is the result
-        with open(os.path.join(out, "plots-error.txt"), "w") as f:
-            f.write(f"{type(e).__name__}: {e}\n")
+    _drawn(out, times_plot, out, df)
+    _drawn(out, plots, out, runs, model)
 
 
 def plots(out, runs, model):

@@ -246,6 +246,11 @@ def names() -> list[str]:
 RECLAIM_COSTS = ("file_folio_us", "file_page_us", "list_us", "swap_page_us")
 
 
+def _opt_num(d, key, where, default=0.0):
+    """An optional cost (>= 0) of section d: _num's check where given, else default."""
+    return _num(d, key, where, strict=False) if key in d else default
+
+
 def _num(d, key, where, lo=0.0, strict=True):
     if key not in d:
         raise InputError(f"{where}: missing {key}")
@@ -330,12 +335,11 @@ def parse(raw: dict, path: str = "<device>") -> Device:
         io_kb=io_kb, latency_us=lat, bandwidth_gbps=bw, compress_gbps=comp, decompress_gbps=decomp,
         zero_page_us=_num(z, "zero_page_us", f"{path}: zram", strict=False),
         scan_us_per_page=_num(rc, "scan_us_per_page", f"{path}: reclaim", strict=False),
-        file_folio_us=_num(rc, "file_folio_us", f"{path}: reclaim", strict=False) if "file_folio_us" in rc else 0.0,
-        swap_page_us=_num(rc, "swap_page_us", f"{path}: reclaim", strict=False) if "swap_page_us" in rc else None,
-        file_page_us=_num(rc, "file_page_us", f"{path}: reclaim", strict=False) if "file_page_us" in rc else 0.0,
-        list_us=_num(rc, "list_us", f"{path}: reclaim", strict=False) if "list_us" in rc else 0.0,
-        minor_fault_us=_num(raw.get("faults", {}), "minor_us", f"{path}: faults", strict=False)
-        if "minor_us" in raw.get("faults", {}) else 0.0,
+        file_folio_us=_opt_num(rc, "file_folio_us", f"{path}: reclaim"),
+        swap_page_us=_opt_num(rc, "swap_page_us", f"{path}: reclaim", None),
+        file_page_us=_opt_num(rc, "file_page_us", f"{path}: reclaim"),
+        list_us=_opt_num(rc, "list_us", f"{path}: reclaim"),
+        minor_fault_us=_opt_num(raw.get("faults", {}), "minor_us", f"{path}: faults"),
         recorded={k: _num(rc["recorded"], k, f"{path}: reclaim.recorded", strict=False)
                   for k in RECLAIM_COSTS if k in rc.get("recorded", {})},
         weight_gbps=_num(c, "weight_gbps", f"{path}: compute"),
@@ -343,8 +347,8 @@ def parse(raw: dict, path: str = "<device>") -> Device:
         compute_by_type={k: (_num(v, "weight_gbps", f"{path}: compute.{k}"),
                              _num(v, "matmul_gmac_s", f"{path}: compute.{k}"))
                          for k, v in c.items() if isinstance(v, dict)},
-        layer_us=_num(c, "layer_us", f"{path}: compute", strict=False) if "layer_us" in c else 0.0,
-        activation_ps=_num(c, "activation_ps", f"{path}: compute", strict=False) if "activation_ps" in c else 0.0,
+        layer_us=_opt_num(c, "layer_us", f"{path}: compute"),
+        activation_ps=_opt_num(c, "activation_ps", f"{path}: compute"),
         path=str(path), extra={k: raw[k] for k in ("reference", "measured") if k in raw},
         max_gbps=max_gbps, queue_depth=qd, **table,
         engine={f"gpu_{k}" if k != "svm_alloc_gbps" else k: _num(raw["gpu"], k, f"{path}: gpu")

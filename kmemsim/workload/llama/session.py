@@ -355,36 +355,23 @@ class LlamaSession:
 
     # ---- requests ----------------------------------------------------------------------------
     @property
-    def step_weight_bytes(self):
-        if not hasattr(self, "_swb"):
-            self._swb = sum(t.n_bytes for t in self.L.tensors if t.name != "token_embd.weight")
-            if self.L.tensor("output.weight") is None:
-                self._swb += self.L.tensor("token_embd.weight").n_bytes
-        return self._swb
+    def step_weight_bytes(self) -> int:
+        """Weight bytes a llama_decode step streams (token_embd only as the tied output head): the sum
+        of step_cost's."""
+        return sum(b for b, _, _ in self.step_cost.values())
 
     @property
     def step_macs(self) -> tuple[int, int]:
         """Multiply-accumulates of a llama_decode step per token row, and per output row on top (the
         last layer's FFN and the output head, which work on the output rows only): as _ubatch times
-        them."""
-        if not hasattr(self, "_macs"):
-            last = f"blk.{self.hp['n_layer'] - 1}."
-            per_tok = per_out = 0
-            for kind, name in self.order:
-                if kind == "kv":
-                    continue
-                m = macs_per_row(kind, self.L.tensor(name), self.hp)
-                if output_rows_only(kind, name, last):
-                    per_out += m
-                else:
-                    per_tok += m
-            self._macs = (per_tok, per_out)
-        return self._macs
+        them; the sums of step_cost's."""
+        return (sum(m for _, m, _ in self.step_cost.values()), sum(o for _, _, o in self.step_cost.values()))
 
     @property
     def step_cost(self) -> dict:
-        """step_weight_bytes and step_macs by weight type: {ggml type: [bytes, MACs per token row,
-        MACs per output row]} (TimeModel.step_ns)."""
+        """A llama_decode step's work by weight type: {ggml type (an MoE's experts: type + MUL_MAT_ID):
+        [weight bytes streamed (token_embd only as the tied output head), MACs per token row, MACs
+        per output row]} (TimeModel.step_ns; step_weight_bytes and step_macs are its sums)."""
         if not hasattr(self, "_cost"):
             last, cost = f"blk.{self.hp['n_layer'] - 1}.", {}
             tied = self.L.tensor("output.weight") is None
